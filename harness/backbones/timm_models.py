@@ -1,0 +1,102 @@
+"""timm backbones: DINOv2 ViT-S/14 and ViT-B/14, ResNet-18/50 (`a1_in1k`).
+
+DINOv2 choice, measured: timm's `vit_*_patch14_dinov2` loads Meta's state dict exactly and matches
+Meta's hub model bit for bit at 518 px. At 224 px the two differ by ~2% relative: Meta interpolates the
+position embedding at every forward with `interpolate_offset=0.1`, timm resamples it once at load
+(bicubic, no offset). We use timm's resampling at load, and the identity says so (`pos_embed`), so a
+Meta-hub run can never share a cache entry or a board with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.backbones.base import Backbone, FeatureMaps
+from harness.backbones.registry import register_backbone
+from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+
+# Pins: Hugging Face revisions and file SHA-256s as recorded (identically) by several independent public
+# projects; the hub cannot be reached from this project's machines, so they were not re-downloaded here.
+# A file passed as checkpoint=PATH must match the SHA-256, or the run is refused.
+_DINOV2 = {"kind": "vit", "crop_pct": 224 / 256, "create_kwargs": {"img_size": 224},
+           "architecture": {"pos_embed": "timm resample at load (bicubic, no interpolate_offset)"}}
+_RESNET = {"kind": "cnn", "crop_pct": 0.95}
+TIMM_PINS: dict[str, dict[str, Any]] = {
+    "dinov2_vits14": {**_DINOV2, "timm_model": "vit_small_patch14_dinov2", "pin": {
+        "source": "hf-hub", "location": "timm/vit_small_patch14_dinov2.lvd142m", "filename": "model.safetensors",
+        "revision": "4610ca143709d58a633b6397a74412c2c3842454",
+        "sha256": "04d27f3400d059fc0cfd7d17dd1909a75bf3ea8fb3eeb48b97cb99e57ee20081"}},
+    "dinov2_vitb14": {**_DINOV2, "timm_model": "vit_base_patch14_dinov2", "pin": {
+        "source": "hf-hub", "location": "timm/vit_base_patch14_dinov2.lvd142m", "filename": "model.safetensors",
+        "revision": "4685c99dabffe5affac90bd99dbffd25801ae58d",
+        "sha256": "55cbb5d887b336d430e649c277b85a1429e724871f9d02ac16203235886d8c7b"}},
+    "resnet18": {**_RESNET, "timm_model": "resnet18", "pin": {
+        "source": "hf-hub", "location": "timm/resnet18.a1_in1k", "filename": "model.safetensors",
+        "revision": "491b427b45c94c7fb0e78b5474cc919aff584bbf",
+        "sha256": "80c49dee3da4822c009c5a7fe591e9223c5a2cfcf95a4067ca4dfb5a7b89c612"}},
+    "resnet50": {**_RESNET, "timm_model": "resnet50", "pin": {
+        "source": "hf-hub", "location": "timm/resnet50.a1_in1k", "filename": "model.safetensors",
+        "revision": "767268603ca0cb0bfe326fa87277f19c419566ef",
+        "sha256": "773525d5821de224f8f30c33377b7a795d7863e08522698200d3217d3f2a41bb"}},
+}
+
+
+class TimmViTBackbone(Backbone):
+    pooling_modes = ("cls", "mean")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_layers = len(self.model.blocks)
+
+    def feature_maps(self, images: torch.Tensor, layers: list[int]) -> FeatureMaps:
+        # norm=True applies the final LayerNorm to every returned layer, as DINOv2's linear eval does.
+        inters = self.model.forward_intermediates(
+            images, indices=layers, norm=True, return_prefix_tokens=True, stop_early=True,
+            output_fmt="NCHW", intermediates_only=True,
+        )
+        return FeatureMaps(maps=[spatial for spatial, _ in inters], cls=inters[-1][1][:, 0])
+
+
+class TimmCNNBackbone(Backbone):
+    pooling_modes = ("avg",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_layers = len(self.model.feature_info)  # stem, layer1..layer4
+
+    def feature_maps(self, images: torch.Tensor, layers: list[int]) -> FeatureMaps:
+        inters = self.model.forward_intermediates(
+            images, indices=layers, stop_early=True, intermediates_only=True
+        )
+        return FeatureMaps(maps=list(inters))
+
+
+def _build(name: str, request: WeightsRequest) -> Backbone:
+    import timm
+
+    spec: dict[str, Any] = TIMM_PINS[name]
+    kwargs = dict(spec.get("create_kwargs", {}))
+    architecture = {"family": "timm", "model": spec["timm_model"], **spec.get("architecture", {}), **kwargs}
+    if request.random:
+        torch.manual_seed(request.seed)
+        model = timm.create_model(spec["timm_model"], pretrained=False, **kwargs)
+        weights = random_weights(model, request, init=f"timm {timm.__version__} defaults")
+    else:
+        pin = WeightsPin(**spec["pin"])
+        path, weights = resolve_pinned_file(pin, request)
+        # timm's own checkpoint filter loads the file (and resamples DINOv2's position embedding).
+        model = timm.create_model(
+            spec["timm_model"], pretrained=True, pretrained_cfg_overlay={"file": str(path)}, **kwargs
+        )
+    if spec["kind"] == "cnn":
+        model = model.to(memory_format=torch.channels_last)  # oneDNN's fast path for CPU convolutions
+    preprocess = Preprocess.from_crop_pct(224, spec["crop_pct"], mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    cls = TimmViTBackbone if spec["kind"] == "vit" else TimmCNNBackbone
+    return cls(request.name, model, preprocess, weights, architecture, request.precision)
+
+
+for _name in TIMM_PINS:
+    register_backbone(_name)(lambda request, _n=_name: _build(_n, request))

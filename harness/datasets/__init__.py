@@ -1,0 +1,7 @@
+"""Datasets are content manifests; `prepare_dataset` builds one from its `params.yaml` spec."""
+
+from harness.datasets import homography  # noqa: F401  (registers homography_photos)
+from harness.datasets.manifest import MANIFEST_NAME, Item, Manifest
+from harness.datasets.sources import DATASET_KINDS, prepare_dataset
+
+__all__ = ["DATASET_KINDS", "MANIFEST_NAME", "Item", "Manifest", "prepare_dataset"]

@@ -1,0 +1,111 @@
+"""Feature extraction for one backbone × dataset: one forward pass per image, into the feature cache.
+
+Images whose every requested entry is already cached are never decoded. An image that cannot be
+decoded is an error naming the file. The stage writes `extraction.json` (the backbone's identity and the
+resolved feature requests) that probes read instead of importing any backbone library.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from harness.datasets.manifest import Item, Manifest
+from harness.feature_cache import FeatureCache, feature_key
+from harness.hashing import canonical_json
+from harness.records import write_text_atomic
+
+log = logging.getLogger(__name__)
+EXTRACTION_FILE = "extraction.json"
+
+
+class ImageDecodeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FeatureRequest:
+    mode: str  # "pooled" or "dense"
+    pooling: str = "default"
+    layers: tuple[int, ...] | None = None
+
+
+def load_image(path: Path) -> Image.Image:
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image.convert("RGB")
+    except (OSError, UnidentifiedImageError, ValueError) as error:
+        raise ImageDecodeError(f"cannot decode image {path}: {error}") from None
+
+
+def entry_keys(backbone: dict[str, Any], requests: list[dict[str, Any]], item: Item) -> list[str]:
+    return [
+        feature_key(item.sha256, backbone["identity"], backbone["preprocess"], r["layers_resolved"],
+                    r["pooling_resolved"], r["mode"])
+        for r in requests
+    ]
+
+
+def extract_dataset(
+    backbone, manifest: Manifest, requests: list[FeatureRequest], out_dir: Path, batch_size: int
+) -> dict[str, Any]:
+    """Fill the cache under `out_dir/entries` and return the extraction description."""
+    described = backbone.describe()
+    resolved = [
+        {**asdict(r), "pooling_resolved": backbone.resolve_pooling(r.pooling) if r.mode == "pooled" else None,
+         "layers_resolved": backbone.resolve_layers(r.layers)}
+        for r in requests
+    ]
+    cache = FeatureCache(out_dir / "entries")
+    todo = [i for i in manifest.items if not all(k in cache for k in entry_keys(described, resolved, i))]
+    log.info("extract %s × %s: %d images, %d cached, %d to compute",
+             backbone.name, manifest.name, len(manifest.items), len(manifest.items) - len(todo), len(todo))
+    started, last_report = time.monotonic(), 0.0
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start: start + batch_size]
+        pixels = torch.stack([backbone.preprocess(load_image(manifest.resolve(i))) for i in batch])
+        by_layers: dict[tuple, dict] = {}
+        for request in resolved:
+            layers = tuple(request["layers_resolved"])
+            if layers not in by_layers:  # one forward per distinct layer set (usually exactly one)
+                by_layers[layers] = {}
+            pooling = request["pooling_resolved"] or "default"
+            if pooling not in by_layers[layers]:
+                by_layers[layers][pooling] = backbone.extract_features(pixels, pooling, list(layers))
+        for index, item in enumerate(batch):
+            keys = entry_keys(described, resolved, item)
+            for request, key in zip(resolved, keys, strict=True):
+                out = by_layers[tuple(request["layers_resolved"])][request["pooling_resolved"] or "default"]
+                array = out["pooled"][index] if request["mode"] == "pooled" else out["dense"][index]
+                cache.put(key, array.numpy())
+        done = start + len(batch)
+        elapsed = time.monotonic() - started
+        if elapsed - last_report > 10 or done == len(todo):
+            rate = done / max(elapsed, 1e-9)
+            log.info("  %s × %s: %d/%d images, %.1f img/s, elapsed %.0fs, ETA %.0fs", backbone.name,
+                     manifest.name, done, len(todo), rate, elapsed, (len(todo) - done) / max(rate, 1e-9))
+            last_report = elapsed
+    grid_hw = None
+    if manifest.items and any(r["mode"] == "dense" for r in resolved):
+        dense = next(r for r in resolved if r["mode"] == "dense")
+        key = entry_keys(described, [dense], manifest.items[0])[0]
+        grid_hw = list(np.shape(cache.get(key))[-2:])
+    return {"status": "ok", "backbone": described, "dataset_identity": manifest.identity,
+            "requests": resolved, "dense_grid_hw": grid_hw}
+
+
+def write_extraction(out_dir: Path, description: dict[str, Any]) -> None:
+    write_text_atomic(out_dir / EXTRACTION_FILE, json.dumps(json.loads(canonical_json(description)), indent=1))
+
+
+def read_extraction(out_dir: Path) -> dict[str, Any]:
+    return json.loads((out_dir / EXTRACTION_FILE).read_text())

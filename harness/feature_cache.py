@@ -1,0 +1,97 @@
+"""A content-addressed store of features: one self-verifying file per image × extraction setting.
+
+Key = hash(image bytes' SHA-256, backbone identity, resolved preprocessing, layers, pooling, feature
+mode, stored dtype). A file is the `.npy` bytes of the array followed by their 32-byte SHA-256, so a
+truncated or flipped file is detected on read: it is reported, removed and treated as a miss, never
+returned as a feature. Writes go through a temporary file and a rename, so a crash leaves no half entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.hashing import hash_json
+
+log = logging.getLogger(__name__)
+_DIGEST = 32
+STORED_DTYPE = "float32"
+
+
+def feature_key(
+    image_sha256: str,
+    backbone_identity: str,
+    preprocess: dict[str, Any],
+    layers: list[int] | None,
+    pooling: str,
+    feature_mode: str,
+) -> str:
+    return hash_json(
+        {
+            "image": image_sha256,
+            "backbone": backbone_identity,
+            "preprocess": preprocess,
+            "layers": layers,
+            "pooling": pooling if feature_mode == "pooled" else None,
+            "mode": feature_mode,
+            "dtype": STORED_DTYPE,
+        },
+        length=40,
+    )
+
+
+class FeatureCache:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+        self.corrupt = 0
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.npyz"
+
+    def __contains__(self, key: str) -> bool:
+        return self.path(key).is_file()
+
+    def get(self, key: str) -> np.ndarray | None:
+        path = self.path(key)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        payload, digest = blob[:-_DIGEST], blob[-_DIGEST:]
+        try:
+            if len(blob) <= _DIGEST or hashlib.sha256(payload).digest() != digest:
+                raise ValueError("checksum mismatch")
+            array = np.load(io.BytesIO(payload), allow_pickle=False)
+        except Exception as error:  # any unreadable entry is a miss, never a crash or a wrong feature
+            log.warning("feature cache entry %s is corrupt (%s); recomputing it", path, error)
+            path.unlink(missing_ok=True)
+            self.corrupt += 1
+            self.misses += 1
+            return None
+        self.hits += 1
+        return array
+
+    def put(self, key: str, array: np.ndarray) -> None:
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array, dtype=STORED_DTYPE), allow_pickle=False)
+        payload = buffer.getvalue()
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload + hashlib.sha256(payload).digest())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

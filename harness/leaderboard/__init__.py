@@ -1,0 +1,26 @@
+"""The leaderboard: the record corpus loaded into DuckDB, ranked per comparability group, and
+rendered as the Markdown pages of the mkdocs site. Everything here is a pure function of the corpus."""
+
+from harness.leaderboard.comparability import (
+    COMPARABILITY_FIELDS,
+    ComparabilityError,
+    check_comparable,
+    comparability_key,
+)
+from harness.leaderboard.db import backbone_summary, boards, connect_corpus, failed_runs, task_summary
+from harness.leaderboard.render import GENERATED_HEADER, render_site, rendered_pages
+
+__all__ = [
+    "COMPARABILITY_FIELDS",
+    "GENERATED_HEADER",
+    "ComparabilityError",
+    "backbone_summary",
+    "boards",
+    "check_comparable",
+    "comparability_key",
+    "connect_corpus",
+    "failed_runs",
+    "render_site",
+    "rendered_pages",
+    "task_summary",
+]

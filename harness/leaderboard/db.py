@@ -1,0 +1,349 @@
+"""The record corpus as DuckDB tables, and every grouping, pivot and ranking the site needs, as SQL.
+
+`connect_corpus` flattens records into three in-memory tables:
+
+- `records`: one row per run (nested blocks as canonical JSON text, so equal values compare equal);
+- `metrics`: one row per (run, metric), with the metric's direction and `verify` tolerance;
+- `backbones`: one row per distinct (backbone name, identity), with its weights, architecture and
+  preprocessing blocks as canonical JSON text.
+
+The query functions return plain lists of dicts in a fixed order, so a page rendered from them is a
+pure function of the corpus.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import duckdb
+
+from harness.hashing import canonical_json
+from harness.leaderboard.comparability import ComparabilityError, comparability_key
+from harness.records import Record
+
+# The backbone registry's control suffix. Not imported from harness.backbones, which would pull in
+# torch just to render a website.
+_CONTROL_SUFFIX = "@random"
+
+_SCHEMA = """
+CREATE TABLE records (
+    run_id VARCHAR PRIMARY KEY,
+    backbone_name VARCHAR NOT NULL,
+    backbone_identity VARCHAR,
+    control BOOLEAN NOT NULL,
+    task VARCHAR NOT NULL,
+    level VARCHAR NOT NULL,
+    protocol VARCHAR NOT NULL,
+    protocol_params VARCHAR NOT NULL,
+    dataset_name VARCHAR,
+    dataset_identity VARCHAR,
+    split VARCHAR,
+    dataset_size BIGINT,
+    dataset_params VARCHAR,
+    pooling_requested VARCHAR NOT NULL,
+    pooling_resolved VARCHAR,
+    feature_mode VARCHAR NOT NULL,
+    layers VARCHAR NOT NULL,
+    precision VARCHAR NOT NULL,
+    image_size INTEGER,
+    seed BIGINT NOT NULL,
+    status VARCHAR NOT NULL,
+    failure_phase VARCHAR,
+    failure_type VARCHAR,
+    failure_message VARCHAR,
+    headline_metric VARCHAR NOT NULL,
+    headline_value DOUBLE,
+    duration_s DOUBLE NOT NULL,
+    comparability_key VARCHAR NOT NULL,
+    weights_kind VARCHAR,
+    weights_sha VARCHAR,
+    git_commit VARCHAR
+);
+CREATE TABLE metrics (
+    run_id VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL,
+    value DOUBLE NOT NULL,
+    higher_is_better BOOLEAN,
+    tolerance DOUBLE,
+    PRIMARY KEY (run_id, metric)
+);
+CREATE TABLE backbones (
+    backbone_name VARCHAR NOT NULL,
+    identity VARCHAR NOT NULL,
+    control BOOLEAN NOT NULL,
+    weights VARCHAR NOT NULL,
+    architecture VARCHAR NOT NULL,
+    preprocess VARCHAR NOT NULL,
+    PRIMARY KEY (backbone_name, identity)
+);
+"""
+
+# Task levels read high → mid → low on every page, not alphabetically.
+_LEVEL_ORDER = "CASE level WHEN 'high' THEN 0 WHEN 'mid' THEN 1 WHEN 'low' THEN 2 END"
+
+
+def connect_corpus(records: list[Record]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the corpus loaded; a run_id that appears twice is refused."""
+    ordered = sorted(records, key=lambda r: r.run_id)
+    duplicates = sorted({a.run_id for a, b in itertools.pairwise(ordered) if a.run_id == b.run_id})
+    if duplicates:
+        raise ValueError(f"corpus has more than one record for run_id {', '.join(duplicates)}")
+
+    con = duckdb.connect(":memory:")
+    con.execute(_SCHEMA)
+    _insert(con, "records", [_record_row(r) for r in ordered])
+    metric_rows = [
+        (r.run_id, name, value, r.higher_is_better.get(name), r.tolerances.get(name))
+        for r in ordered
+        for name, value in sorted(r.metrics.items())
+    ]
+    _insert(con, "metrics", metric_rows)
+    # Identical (name, identity) pairs carry identical blocks, since the identity hashes them.
+    backbone_rows = {
+        (b.name, b.identity): (
+            b.name, b.identity, b.control,
+            canonical_json(b.weights), canonical_json(b.architecture), canonical_json(b.preprocess),
+        )
+        for r in ordered
+        if (b := r.backbone) is not None
+    }
+    _insert(con, "backbones", list(backbone_rows.values()))
+    return con
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Insert rows as one list parameter per column, unnested side by side.
+
+    `executemany` costs a round trip per row (seconds for a few thousand records), and the bulk paths
+    DuckDB offers go through pandas or pyarrow, which this package does not depend on.
+    """
+    if not rows:
+        return
+    types = [t for (t,) in con.execute(
+        "SELECT data_type FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table]
+    ).fetchall()]
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    if len(columns) != len(types):
+        raise ValueError(f"{table}: {len(columns)} values per row for {len(types)} columns")
+    unnested = ", ".join(f"unnest(?::{t}[])" for t in types)
+    con.execute(f"INSERT INTO {table} SELECT {unnested}", columns)
+
+
+def _record_row(record: Record) -> tuple[Any, ...]:
+    backbone, dataset, failure = record.backbone, record.dataset, record.failure
+    weights = backbone.weights if backbone else {}
+    return (
+        record.run_id,
+        record.backbone_name,
+        backbone.identity if backbone else None,
+        # A backbone that failed to build has no block; its name still says whether it was a control.
+        backbone.control if backbone else record.backbone_name.endswith(_CONTROL_SUFFIX),
+        record.task,
+        record.level,
+        record.protocol,
+        canonical_json(record.protocol_params),
+        dataset.name if dataset else None,
+        dataset.identity if dataset else None,
+        dataset.split if dataset else None,
+        dataset.size if dataset else None,
+        canonical_json(dataset.params) if dataset else None,
+        record.pooling_requested,
+        record.pooling_resolved,
+        record.feature_mode,
+        canonical_json(record.layers),
+        record.precision,
+        record.image_size,
+        record.seed,
+        record.status,
+        failure.phase if failure else None,
+        failure.error_type if failure else None,
+        failure.message if failure else None,
+        record.headline_metric,
+        record.headline,
+        record.duration_s,
+        comparability_key(record),
+        weights.get("kind"),
+        weights.get("file_sha256") or weights.get("state_sha256"),
+        record.environment.git_commit,
+    )
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    result = con.execute(sql, params or [])
+    columns = [d[0] for d in result.description]
+    return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+
+
+# -- boards ------------------------------------------------------------------------------------------
+
+# One board per comparability key over ok runs. The board's direction is the headline metric's
+# `higher_is_better`; RANK() gives tied values the same rank and skips the next (1, 1, 3). Controls
+# are ranked in their own partition and never receive a rank, so a random-init control can neither
+# take nor push down a pretrained backbone's place.
+_BOARD_ROWS_SQL = """
+WITH ok AS (
+    SELECT r.*, m.higher_is_better AS headline_higher_is_better
+    FROM records r
+    LEFT JOIN metrics m ON m.run_id = r.run_id AND m.metric = r.headline_metric
+    WHERE r.status = 'ok'
+),
+board AS (
+    SELECT comparability_key, bool_and(headline_higher_is_better) AS higher_is_better
+    FROM ok GROUP BY comparability_key
+),
+scored AS (
+    SELECT ok.*,
+           CASE WHEN board.higher_is_better THEN -ok.headline_value ELSE ok.headline_value END AS sort_value
+    FROM ok JOIN board USING (comparability_key)
+),
+ranked AS (
+    SELECT *,
+           RANK() OVER (
+               PARTITION BY comparability_key, control, headline_value IS NULL ORDER BY sort_value
+           ) AS partition_rank
+    FROM scored
+),
+run_metrics AS (
+    SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
+    FROM metrics GROUP BY run_id
+)
+SELECT ranked.comparability_key, ranked.run_id, ranked.backbone_name, ranked.backbone_identity,
+       ranked.control, ranked.headline_value,
+       CASE WHEN NOT ranked.control AND ranked.headline_value IS NOT NULL THEN ranked.partition_rank END
+           AS rank,
+       run_metrics.metrics
+FROM ranked LEFT JOIN run_metrics USING (run_id)
+ORDER BY ranked.comparability_key, ranked.control, ranked.headline_value IS NULL, ranked.sort_value,
+         ranked.backbone_name, ranked.run_id
+"""
+
+_BOARDS_SQL = f"""
+SELECT comparability_key,
+       min(level) AS level, min(task) AS task, min(protocol) AS protocol,
+       min(protocol_params) AS protocol_params,
+       min(dataset_name) AS dataset_name, min(dataset_identity) AS dataset_identity, min(split) AS split,
+       min(pooling_requested) AS pooling_requested, min(feature_mode) AS feature_mode,
+       min(layers) AS layers, min(precision) AS precision, min(image_size) AS image_size,
+       min(headline_metric) AS headline_metric,
+       count(DISTINCT headline_metric) AS headline_metrics
+FROM records WHERE status = 'ok'
+GROUP BY comparability_key
+ORDER BY min({_LEVEL_ORDER}), task, dataset_name, split, protocol, pooling_requested, feature_mode,
+         layers, precision, image_size NULLS FIRST, comparability_key
+"""
+
+# Every metric seen on a board, headline first, then by name, with the direction runs agree on.
+_BOARD_METRICS_SQL = """
+SELECT r.comparability_key, m.metric,
+       bool_and(m.higher_is_better) AS higher_is_better,
+       count(DISTINCT m.higher_is_better) AS directions,
+       count(*) FILTER (WHERE m.higher_is_better IS NULL) AS undirected
+FROM records r JOIN metrics m USING (run_id)
+WHERE r.status = 'ok'
+GROUP BY r.comparability_key, m.metric
+ORDER BY r.comparability_key, m.metric = min(r.headline_metric) DESC, m.metric
+"""
+
+
+def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """One dict per board: its comparability fields, `metrics` (columns) and ranked `rows`.
+
+    Each row has run_id, backbone_name, backbone_identity, control, headline_value, rank (None for a
+    control or a run without a headline value) and `metrics` ({name: value}).
+    """
+    board_list = _fetch(con, _BOARDS_SQL)
+    columns: dict[str, list[dict[str, Any]]] = {}
+    for metric in _fetch(con, _BOARD_METRICS_SQL):
+        columns.setdefault(metric["comparability_key"], []).append(metric)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in _fetch(con, _BOARD_ROWS_SQL):
+        row["metrics"] = {m["metric"]: m["value"] for m in row["metrics"] or []}
+        rows.setdefault(row.pop("comparability_key"), []).append(row)
+
+    for board in board_list:
+        key = board["comparability_key"]
+        where = f"board {key} ({board['task']}, {board['dataset_name']})"
+        # Same key means same protocol, so these can only disagree if records were edited by hand.
+        if board.pop("headline_metrics") != 1:
+            raise ComparabilityError(f"cannot rank {where}: its runs name different headline metrics")
+        board["metrics"] = []
+        for metric in columns.get(key, []):
+            if metric["directions"] > 1:
+                raise ComparabilityError(f"cannot rank {where}: runs disagree whether higher "
+                                         f"{metric['metric']} is better")
+            if metric["metric"] == board["headline_metric"] and metric["undirected"]:
+                raise ComparabilityError(f"cannot rank {where}: headline metric {metric['metric']} has "
+                                         "no higher_is_better in some runs")
+            board["metrics"].append(
+                {"metric": metric["metric"], "higher_is_better": metric["higher_is_better"]}
+            )
+        board["higher_is_better"] = next(
+            (m["higher_is_better"] for m in board["metrics"] if m["metric"] == board["headline_metric"]), None
+        )
+        board["rows"] = rows.get(key, [])
+    return board_list
+
+
+# -- failures and summaries --------------------------------------------------------------------------
+
+
+def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    return _fetch(con, f"""
+        SELECT run_id, backbone_name, task, level, dataset_name, split,
+               failure_phase, failure_type, failure_message
+        FROM records WHERE status = 'failed'
+        ORDER BY {_LEVEL_ORDER}, task, backbone_name, run_id
+    """)
+
+
+def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per task: level, number of boards, ok runs and failed runs."""
+    return _fetch(con, f"""
+        SELECT level, task,
+               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok') AS boards,
+               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
+               count(*) FILTER (WHERE status = 'failed') AS failed_runs
+        FROM records
+        GROUP BY level, task
+        ORDER BY {_LEVEL_ORDER}, task
+    """)
+
+
+def backbone_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per backbone name: control or not, its identities (one per precision/pin), run counts."""
+    summary = _fetch(con, """
+        SELECT backbone_name, bool_or(control) AS control,
+               list(DISTINCT backbone_identity ORDER BY backbone_identity)
+                   FILTER (WHERE backbone_identity IS NOT NULL) AS identities,
+               count(DISTINCT task) AS tasks,
+               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
+               count(*) FILTER (WHERE status = 'failed') AS failed_runs
+        FROM records
+        GROUP BY backbone_name
+        ORDER BY backbone_name
+    """)
+    for row in summary:
+        row["identities"] = row["identities"] or []  # a list aggregate over no rows is NULL
+    return summary
+
+
+def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
+    """The identity blocks recorded for one backbone name, with weights/architecture/preprocess decoded."""
+    rows = _fetch(con, """
+        SELECT identity, control, weights, architecture, preprocess
+        FROM backbones WHERE backbone_name = ? ORDER BY identity
+    """, [backbone_name])
+    for row in rows:
+        for block in ("weights", "architecture", "preprocess"):
+            row[block] = json.loads(row[block])
+    return rows
+
+
+def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
+    return _fetch(con, f"""
+        SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value
+        FROM records WHERE backbone_name = ?
+        ORDER BY {_LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, run_id
+    """, [backbone_name])

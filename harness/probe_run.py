@@ -1,0 +1,127 @@
+"""Turn one probe stage into a record: read extraction + manifest, run the probe, describe everything."""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from typing import Any
+
+from harness import paths
+from harness.config import Params, canonical_backbone
+from harness.datasets.manifest import Manifest
+from harness.environment import environment_fingerprint
+from harness.extract import entry_keys, read_extraction
+from harness.feature_cache import FeatureCache
+from harness.preprocessing import Preprocess
+from harness.probes import ProbeInputs, get_probe
+from harness.records import BackboneInfo, DatasetInfo, Failure, Record
+
+
+class MissingFeatureError(RuntimeError):
+    pass
+
+
+def _feature_lookup(cache: FeatureCache, backbone: dict[str, Any], request: dict[str, Any]):
+    def lookup(item):
+        key = entry_keys(backbone, [request], item)[0]
+        array = cache.get(key)
+        if array is None:
+            raise MissingFeatureError(
+                f"no cached feature for {item.path} (key {key}); re-run the extract stage"
+            )
+        return array
+
+    return lookup
+
+
+def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layers) -> dict[str, Any]:
+    wanted_layers = list(layers) if layers else None
+    for request in extraction["requests"]:
+        if request["mode"] == mode and (mode == "dense" or request["pooling"] == pooling) and (
+            (request["layers"] and list(request["layers"])) or None
+        ) == wanted_layers:
+            return request
+    raise MissingFeatureError(f"extraction has no {mode} features with pooling={pooling} layers={layers}")
+
+
+def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) -> Record:
+    started = time.monotonic()
+    spec = get_probe(task)
+    probe_params = dict(params.probes[task])
+    dataset_name = params.grids[grid].tasks[task]
+    seed = params.settings.seed
+    pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
+    layers = probe_params.pop("layers", None)
+    probe_params.pop("pooling", None)
+    base: dict[str, Any] = {
+        "run_id": paths.stage_name(grid, task, backbone_name),
+        "backbone_name": canonical_backbone(backbone_name),
+        "task": task,
+        "level": spec.level,
+        "protocol": spec.protocol,
+        "protocol_params": probe_params,
+        "pooling_requested": pooling,
+        "feature_mode": spec.feature_mode,
+        "layers": list(layers) if layers else None,
+        "precision": params.settings.precision,
+        "seed": seed,
+        "headline_metric": spec.headline,
+        "environment": environment_fingerprint(),
+    }
+    backbone_info = dataset_info = None
+    pooling_resolved = image_size = None
+    phase = "extract"
+    try:
+        extraction = read_extraction(paths.features_dir(grid, backbone_name, dataset_name))
+        if extraction["status"] != "ok":
+            phase = extraction["phase"]
+            raise RuntimeError(f"{extraction['error_type']}: {extraction['message']}")
+        described = extraction["backbone"]
+        backbone_info = BackboneInfo(
+            name=described["name"], identity=described["identity"], control=described["control"],
+            weights=described["weights"], architecture=described["architecture"],
+            preprocess=described["preprocess"],
+        )
+        image_size = described["preprocess"]["crop"]
+        phase = "load_dataset"
+        manifest = Manifest.load(paths.manifest_path(dataset_name))
+        if manifest.identity != extraction["dataset_identity"]:
+            raise RuntimeError("features were extracted from a different version of the dataset")
+        phase = "probe"
+        request = _matching_request(extraction, spec.feature_mode, pooling, layers)
+        pooling_resolved = request["pooling_resolved"]
+        cache = FeatureCache(paths.features_dir(grid, backbone_name, dataset_name) / "entries")
+        geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
+        geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
+                                 "std": tuple(geometry_spec["std"])})
+        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry)
+        split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
+        dataset_info = DatasetInfo(
+            name=dataset_name, identity=manifest.identity, split=split,
+            size=len(manifest.split(split)), params=manifest.params,
+        )
+        metrics = spec.run(inputs)
+        non_finite = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+        if non_finite:
+            raise ValueError(f"probe produced non-finite metrics: {', '.join(non_finite)}")
+        if spec.headline not in metrics:
+            raise KeyError(f"headline metric {spec.headline!r} not produced; got {sorted(metrics)}")
+        status, failure = "ok", None
+    except Exception as error:
+        metrics, status = {}, "failed"
+        failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
+        traceback.print_exc()
+    return Record(
+        **base,
+        backbone=backbone_info,
+        dataset=dataset_info,
+        pooling_resolved=pooling_resolved,
+        image_size=image_size,
+        metrics=metrics,
+        higher_is_better=spec.higher_is_better(metrics),
+        tolerances=spec.tolerances(metrics),
+        status=status,
+        failure=failure,
+        duration_s=round(time.monotonic() - started, 3),
+    )

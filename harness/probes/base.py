@@ -1,0 +1,61 @@
+"""The probe registry and the contract every probe follows.
+
+A probe declares its level, protocol name (versioned), feature mode and headline metric, and maps
+cached features + a manifest to metrics. It never sees a backbone: only arrays read from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.datasets.manifest import Item, Manifest
+from harness.registry import Registry
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    level: Literal["high", "mid", "low"]
+    protocol: str
+    feature_mode: Literal["pooled", "dense"]
+    headline: str
+    run: Callable[..., dict[str, float]]
+    lower_is_better: frozenset[str] = frozenset()
+    # |difference| `verify` accepts on every metric: the same CPU build reproduces a run exactly.
+    tolerance: float = 0.0
+
+    def higher_is_better(self, metrics: dict[str, float]) -> dict[str, bool]:
+        return {name: name not in self.lower_is_better for name in metrics}
+
+    def tolerances(self, metrics: dict[str, float]) -> dict[str, float]:
+        return dict.fromkeys(metrics, self.tolerance)
+
+
+PROBES: Registry[ProbeSpec] = Registry("task")
+
+
+def register_probe(spec: ProbeSpec) -> ProbeSpec:
+    PROBES.register(spec.name)(lambda: spec)
+    return spec
+
+
+def get_probe(name: str) -> ProbeSpec:
+    return PROBES.get(name)()
+
+
+@dataclass
+class ProbeInputs:
+    """What a probe receives: the manifest and a feature lookup for its items."""
+
+    manifest: Manifest
+    features: Callable[[Item], np.ndarray]  # pooled (C,) or dense (C,H,W) for one item
+    params: dict[str, Any]
+    seed: int
+    geometry: Any = None  # preprocessing, for probes that map feature cells back to pixels
+
+    def stack(self, items: list[Item]) -> np.ndarray:
+        return np.stack([self.features(item) for item in items])

@@ -1,0 +1,96 @@
+"""Linear probe on frozen pooled features (protocol `linear-probe-adamw/v1`).
+
+Features are standardised with the training split's mean and std, then a single linear layer is
+trained with mini-batch AdamW and cross-entropy for a fixed number of epochs (no early stopping,
+no validation-based selection, so the number is a function of the record's hyperparameters alone).
+Reported: top-1, top-5, class-balanced macro-F1 (BioBench's headline for long-tailed data), and the
+training split's top-1 so that underfitting is visible beside the evaluation numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+
+from harness.probes.base import ProbeInputs, ProbeSpec, register_probe
+
+
+def train_linear_probe(
+    x: np.ndarray, y: np.ndarray, num_classes: int, *, epochs: int, lr: float, weight_decay: float,
+    batch_size: int, seed: int,
+) -> torch.nn.Linear:
+    # One thread: small matmuls gain nothing from more, and the result must not depend on the
+    # machine's core count (verify compares to 0 tolerance).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(x, y, num_classes, epochs=epochs, lr=lr, weight_decay=weight_decay,
+                      batch_size=batch_size, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    x: np.ndarray, y: np.ndarray, num_classes: int, *, epochs: int, lr: float, weight_decay: float,
+    batch_size: int, seed: int,
+) -> torch.nn.Linear:
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    head = torch.nn.Linear(x.shape[1], num_classes)
+    optimiser = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    features, labels = torch.from_numpy(x), torch.from_numpy(y)
+    for _ in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for start in range(0, len(labels), batch_size):
+            batch = order[start: start + batch_size]
+            loss = torch.nn.functional.cross_entropy(head(features[batch]), labels[batch])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    return head.eval()
+
+
+def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
+    k = min(k, logits.shape[1])
+    # stable argsort: ties broken by class index, the same on every machine
+    top = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    return float((top == labels[:, None]).any(axis=1).mean())
+
+
+def run_classification(inputs: ProbeInputs) -> dict[str, float]:
+    p = inputs.params
+    train = inputs.manifest.split(p["train_split"])
+    test = inputs.manifest.split(p["eval_split"])
+    x_train = inputs.stack(train).astype(np.float32)
+    x_test = inputs.stack(test).astype(np.float32)
+    y_train = np.array([i.label for i in train], dtype=np.int64)
+    y_test = np.array([i.label for i in test], dtype=np.int64)
+    mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-6
+    x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    num_classes = len(inputs.manifest.classes)
+    head = train_linear_probe(
+        x_train, y_train, num_classes, epochs=p["epochs"], lr=p["lr"], weight_decay=p["weight_decay"],
+        batch_size=p["batch_size"], seed=inputs.seed,
+    )
+    with torch.no_grad():
+        logits_train = head(torch.from_numpy(x_train)).numpy()
+        logits_test = head(torch.from_numpy(x_test)).numpy()
+    predictions = np.argmax(logits_test, axis=1)
+    return {
+        "top1": topk_accuracy(logits_test, y_test, 1),
+        "top5": topk_accuracy(logits_test, y_test, 5),
+        "macro_f1": float(f1_score(y_test, predictions, average="macro", labels=np.arange(num_classes),
+                                   zero_division=0)),
+        "train_top1": topk_accuracy(logits_train, y_train, 1),
+    }
+
+
+CLASSIFICATION = register_probe(ProbeSpec(
+    name="classification",
+    level="high",
+    protocol="linear-probe-adamw/v1",
+    feature_mode="pooled",
+    headline="top1",
+    run=run_classification,
+))

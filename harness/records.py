@@ -1,0 +1,152 @@
+"""The run record: one validated, schema-versioned JSON object per backbone × task run.
+
+Records are the source of truth; the leaderboard site is a pure function of them. Unknown fields and
+newer schema versions are refused with a clear error rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+SCHEMA_VERSION = 1
+
+
+class RecordError(ValueError):
+    """A record that cannot be read: bad JSON, unknown fields, or a schema this harness does not know."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackboneInfo(_Strict):
+    name: str
+    identity: str  # hash of architecture + weights + preprocessing + precision
+    control: bool  # random-init "architecture-only" control
+    weights: dict[str, Any]
+    architecture: dict[str, Any]
+    preprocess: dict[str, Any]
+
+
+class DatasetInfo(_Strict):
+    name: str
+    identity: str  # hash of the content manifest (file hashes + labels + split)
+    split: str
+    size: int
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Environment(_Strict):
+    harness_version: str
+    git_commit: str | None
+    git_dirty: bool | None
+    python: str
+    torch: str
+    timm: str | None
+    open_clip: str | None
+    numpy: str
+    device: str
+    image: str | None = None  # container image identity, when run inside one
+
+
+class Failure(_Strict):
+    phase: str  # which step failed: load_backbone, extract, probe, ...
+    error_type: str
+    message: str
+
+
+class Record(_Strict):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str  # "<backbone>-<task>[-<dataset>]", the DVC stage key
+    backbone: BackboneInfo | None  # None only when the backbone itself failed to build
+    backbone_name: str
+    task: str
+    level: Literal["high", "mid", "low"]
+    protocol: str  # versioned protocol name, e.g. "linear-probe-adamw/v1"
+    protocol_params: dict[str, Any]
+    dataset: DatasetInfo | None
+    pooling_requested: str
+    pooling_resolved: str | None
+    feature_mode: Literal["pooled", "dense"]
+    layers: list[int] | None
+    precision: str
+    image_size: int | None
+    seed: int
+    metrics: dict[str, float]
+    headline_metric: str
+    higher_is_better: dict[str, bool]
+    tolerances: dict[str, float]  # |difference| allowed by `verify`, per metric
+    status: Literal["ok", "failed"]
+    failure: Failure | None = None
+    duration_s: float
+    environment: Environment
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, version: int) -> int:
+        if version > SCHEMA_VERSION:
+            raise ValueError(
+                f"record schema_version {version} is newer than this harness understands "
+                f"({SCHEMA_VERSION}); upgrade visbench-harness to read it"
+            )
+        return version
+
+    @field_validator("metrics")
+    @classmethod
+    def _finite_metrics(cls, metrics: dict[str, float]) -> dict[str, float]:
+        bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
+        if bad:
+            raise ValueError(f"non-finite metric values (NaN/inf are not JSON): {', '.join(bad)}")
+        return metrics
+
+    @property
+    def headline(self) -> float | None:
+        return self.metrics.get(self.headline_metric)
+
+
+def parse_record(text: str, source: str = "<record>") -> Record:
+    try:
+        return Record.model_validate_json(text)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
+        )
+        raise RecordError(f"{source}: invalid record: {problems}") from None
+
+
+def dump_record(record: Record) -> str:
+    return json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def read_records(path: Path) -> list[Record]:
+    """Records from a JSON-lines file (one record per line)."""
+    records = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if line.strip():
+            records.append(parse_record(line, f"{path}:{number}"))
+    return records
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_records(path: Path, records: list[Record]) -> None:
+    write_text_atomic(path, "".join(dump_record(r) + "\n" for r in records))

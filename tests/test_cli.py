@@ -1,0 +1,232 @@
+"""The command line and run selection: errors name what is valid, and nothing here ever runs DVC."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.config import ConfigError, canonical_backbone, load_params, parse_overrides, stage_spelling
+from harness.plan import select_runs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _no_subprocesses(monkeypatch, repo_root):
+    """Run at the repository root; any attempt to start DVC or mkdocs fails the test instead of running."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the test reached a subprocess: {args}")
+
+    monkeypatch.setattr(cli, "_dvc", refuse)
+    monkeypatch.setattr(cli, "build_html", refuse)
+    monkeypatch.setattr(cli.subprocess, "run", refuse)
+
+
+def _main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# -- main -------------------------------------------------------------------------------------------------
+
+
+def test_unknown_key_names_valid_keys(capsys):
+    code, _, err = _main(capsys, "tsk=x")
+    assert code == 2
+    assert "'tsk'" in err and "Did you mean 'task'" in err
+    for key in cli.RUN_KEYS:
+        assert key in err
+
+
+@pytest.mark.parametrize(
+    ("override", "kind", "valid"),
+    [
+        ("task=segmentation", "task", ["classification", "retrieval", "correspondence"]),
+        ("backbone=resnet99", "backbone", ["resnet18@random", "efficientnet_lite0", "dinov2_vits14@random"]),
+        ("grid=nope", "grid", ["default", "cifar10"]),
+    ],
+)
+def test_unknown_values_name_valid_ones(capsys, override, kind, valid):
+    code, _, err = _main(capsys, override)
+    assert code == 2
+    assert err.startswith("visbench-harness: error:")
+    assert f"unknown {kind} {override.split('=')[1]!r}" in err
+    for name in valid:
+        assert name in err
+
+
+def test_verify_rejects_run_only_keys(capsys):
+    code, _, err = _main(capsys, "verify", "dry_run=true")
+    assert code == 2 and "dry_run" in err
+
+
+def test_list(capsys):
+    code, out, _ = _main(capsys, "list")
+    assert code == 0
+    assert "backbones:" in out and "tasks:" in out and "datasets:" in out and "grids:" in out
+    lines = {line.strip() for line in out.splitlines()}
+    for name in ("efficientnet_lite0", "efficientnet_lite0@random", "resnet18@random", "clip_vitb16@random"):
+        assert name in lines
+    for task in ("classification", "retrieval", "correspondence"):
+        assert any(line.startswith(task + " ") and "protocol=" in line for line in lines)
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["list", "extra"], ["site", "x=1"], ["novalue"]])
+def test_bad_commands_return_2(capsys, argv):
+    code, _, err = _main(capsys, *argv)
+    assert code == 2 and "error" in err
+
+
+def test_help(capsys):
+    code, out, _ = _main(capsys, "--help")
+    assert code == 0 and "visbench-harness list" in out
+
+
+# -- overrides and params ---------------------------------------------------------------------------------
+
+
+def test_parse_overrides():
+    assert parse_overrides(["task=retrieval", "backbone=a,b", "dry_run=true"], cli.RUN_KEYS) == {
+        "task": "retrieval", "backbone": "a,b", "dry_run": True}
+    assert parse_overrides(["backbone=resnet18@random"], cli.RUN_KEYS) == {"backbone": "resnet18@random"}
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["novalue"], cli.RUN_KEYS)
+    with pytest.raises(ConfigError, match="'tsk'"):
+        parse_overrides(["task=a", "tsk=b"], cli.RUN_KEYS)
+
+
+def test_cli_command_advised_by_the_weights_error_is_accepted(capsys):
+    """A missing-weights error advises `visbench-harness checkpoints.NAME=PATH ...`
+    (harness/backbones/weights.py, `_download`): whatever command it advises, the CLI must accept."""
+    from harness.backbones.weights import WeightsPin, WeightsUnavailableError, _download
+
+    with pytest.raises(WeightsUnavailableError) as error:
+        _download(WeightsPin("url", "https://example.invalid/model.pt", "model.pt", "v1"), "dinov2_vits14")
+    for command in re.findall(r"`visbench-harness ([^`]*)`", str(error.value)):
+        args = [a.replace("PATH", "/weights/model.safetensors") for a in command.split() if a != "..."]
+        _, _, err = _main(capsys, *args, "grid=nope")  # an unknown grid stops it before any DVC run
+        assert "unknown grid 'nope'" in err, f"advised `visbench-harness {command}` is refused: {err}"
+
+
+def test_repository_params_load():
+    params = load_params(REPO / "params.yaml")
+    assert "default" in params.grids
+    assert params.settings.precision in ("fp32", "bf16")
+
+
+def test_unknown_top_level_params_key_is_named(tmp_path):
+    text = (REPO / "params.yaml").read_text() + "\nextra_section:\n  x: 1\n"
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="unknown key 'extra_section'"):
+        load_params(path)
+
+
+def test_unknown_nested_params_key_is_named(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text((REPO / "params.yaml").read_text().replace("  batch_size: 32", "  batchsize: 32"))
+    with pytest.raises(ConfigError, match=r"unknown key 'settings\.batchsize'"):
+        load_params(path)
+
+
+def test_backbone_spellings():
+    assert stage_spelling("resnet18@random") == "resnet18.random"
+    assert canonical_backbone("resnet18.random") == "resnet18@random"
+    assert canonical_backbone("resnet18") == stage_spelling("resnet18") == "resnet18"
+    assert canonical_backbone(stage_spelling("dinov2_vits14@random")) == "dinov2_vits14@random"
+
+
+# -- select_runs --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def params(tmp_path):
+    present = tmp_path / "present"
+    present.mkdir()
+    base = load_params(REPO / "params.yaml").model_dump()
+    base["grids"] = {
+        "alpha": {"backbones": ["resnet18.random", "efficientnet_lite0"], "datasets": ["fashion_mnist"],
+                  "tasks": {"classification": "fashion_mnist", "retrieval": "fashion_mnist"},
+                  "requires": [str(present)]},
+        "beta": {"backbones": ["resnet18.random", "dinov2_vits14.random"], "datasets": ["homography_photos"],
+                 "tasks": {"correspondence": "homography_photos"}},
+        "gamma": {"backbones": ["cifar_resnet20"], "datasets": ["cifar10"], "tasks": {"classification": "cifar10"},
+                  "requires": [str(tmp_path / "absent")]},
+    }
+    return type(load_params(REPO / "params.yaml")).model_validate(base)
+
+
+def _keys(runs) -> set[tuple[str, str, str]]:
+    return {(r.grid, r.task, r.backbone) for r in runs}
+
+
+def test_select_everything_skips_grids_whose_data_is_absent(params, tmp_path):
+    runs, notes = select_runs(params)
+    assert _keys(runs) == {
+        ("alpha", "classification", "resnet18.random"), ("alpha", "classification", "efficientnet_lite0"),
+        ("alpha", "retrieval", "resnet18.random"), ("alpha", "retrieval", "efficientnet_lite0"),
+        ("beta", "correspondence", "resnet18.random"), ("beta", "correspondence", "dinov2_vits14.random"),
+    }
+    assert len(notes) == 1 and "gamma" in notes[0] and str(tmp_path / "absent") in notes[0]
+    assert "skipped" in notes[0]
+
+
+def test_select_filters(params):
+    runs, _ = select_runs(params, grid="alpha", task="retrieval")
+    assert _keys(runs) == {("alpha", "retrieval", "resnet18.random"), ("alpha", "retrieval", "efficientnet_lite0")}
+    runs, _ = select_runs(params, task="classification,correspondence", backbone="efficientnet_lite0")
+    assert _keys(runs) == {("alpha", "classification", "efficientnet_lite0")}
+    runs, _ = select_runs(params, backbone=["dinov2_vits14@random", "efficientnet_lite0"], grid="beta")
+    assert _keys(runs) == {("beta", "correspondence", "dinov2_vits14.random")}
+
+
+@pytest.mark.parametrize("spelling", ["resnet18@random", "resnet18.random"])
+def test_select_accepts_both_control_spellings(params, spelling):
+    runs, _ = select_runs(params, backbone=spelling)
+    assert _keys(runs) == {
+        ("alpha", "classification", "resnet18.random"), ("alpha", "retrieval", "resnet18.random"),
+        ("beta", "correspondence", "resnet18.random"),
+    }
+    by_task = {r.task: r for r in runs}
+    assert by_task["correspondence"].stage == "beta-correspondence@resnet18.random"
+    assert by_task["correspondence"].dataset == "homography_photos"
+    assert by_task["retrieval"].extract_stage == "extract-alpha@resnet18.random-fashion_mnist"
+
+
+def test_select_unknown_backbone_lists_canonical_names(params):
+    with pytest.raises(ConfigError) as error:
+        select_runs(params, backbone="resnet18@rand")
+    message = str(error.value)
+    assert "resnet18@random" in message and "dinov2_vits14@random" in message
+    assert "resnet18.random" not in message  # users are shown the one spelling records use
+
+
+def test_select_unknown_task_and_grid(params):
+    with pytest.raises(ConfigError, match="correspondence"):
+        select_runs(params, task="depth")
+    with pytest.raises(ConfigError, match="alpha, beta, gamma"):
+        select_runs(params, grid="delta")
+
+
+def test_select_explicit_grid_with_absent_data(params, tmp_path):
+    with pytest.raises(ConfigError, match="nothing selected") as error:
+        select_runs(params, grid="gamma")
+    assert str(tmp_path / "absent") in str(error.value)
+    with pytest.raises(ConfigError, match="needs"):
+        select_runs(params, grid="gamma", skip_unavailable=False)
+
+
+def test_select_empty_combination_is_an_error(params):
+    with pytest.raises(ConfigError, match="nothing selected"):
+        select_runs(params, grid="beta", task="classification")
+
+
+def test_select_on_repository_params_accepts_the_canonical_control():
+    runs, _ = select_runs(load_params(REPO / "params.yaml"), grid="default", backbone="resnet18@random")
+    assert runs and {r.backbone for r in runs} == {"resnet18.random"}
+    assert {r.task for r in runs} == set(load_params(REPO / "params.yaml").grids["default"].tasks)

@@ -1,0 +1,168 @@
+"""Run records: lossless JSON round trips, strict validation, and atomic writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from harness.records import (
+    SCHEMA_VERSION,
+    BackboneInfo,
+    DatasetInfo,
+    Environment,
+    Failure,
+    Record,
+    RecordError,
+    dump_record,
+    parse_record,
+    read_records,
+    write_records,
+    write_text_atomic,
+)
+
+ENVIRONMENT = Environment(
+    harness_version="0.1.0", git_commit="0123456789abcdef0123456789abcdef01234567", git_dirty=True,
+    python="3.11.9", torch="2.14.1", timm="1.0.20", open_clip="3.0.0", numpy="2.3.0", device="cpu",
+    image="visbench@sha256:" + "e" * 64,
+)
+BACKBONE = BackboneInfo(
+    name="resnet18@random", identity="0123456789abcdef", control=True,
+    weights={"kind": "random", "seed": 0, "init": "timm defaults", "state_sha256": "ab" * 32},
+    architecture={"family": "timm", "model": "resnet18"},
+    preprocess={"library": "pillow", "crop": 224, "resize": 235, "mean": [0.485, 0.456, 0.406],
+                "std": [0.229, 0.224, 0.225], "interpolation": "bicubic"},
+)
+DATASET = DatasetInfo(name="fashion_mnist", identity="fedcba9876543210", split="val", size=400,
+                      params={"per_class": {"train": 80, "val": 40}})
+
+
+def make_record(**changes) -> Record:
+    fields = dict(
+        schema_version=SCHEMA_VERSION, run_id="default-classification@resnet18.random", backbone=BACKBONE,
+        backbone_name="resnet18@random", task="classification", level="high",
+        protocol="linear-probe-adamw/v1", protocol_params={"epochs": 100, "lr": 0.001, "batch_size": 64},
+        dataset=DATASET, pooling_requested="default", pooling_resolved="avg", feature_mode="pooled",
+        layers=[3, 4], precision="fp32", image_size=224, seed=0,
+        metrics={"top1": 0.6125, "top5": 0.93, "macro_f1": 0.6, "train_top1": 1.0}, headline_metric="top1",
+        higher_is_better={"top1": True, "top5": True, "macro_f1": True, "train_top1": True},
+        tolerances={"top1": 0.0, "top5": 0.0, "macro_f1": 0.0, "train_top1": 0.0}, status="ok",
+        failure=None, duration_s=12.5, environment=ENVIRONMENT,
+    )
+    fields.update(changes)
+    return Record(**fields)
+
+
+FAILED = make_record(
+    status="failed", metrics={}, higher_is_better={}, tolerances={}, backbone=None, pooling_resolved=None,
+    failure=Failure(phase="load_backbone", error_type="WeightsUnavailableError", message="download X"),
+)
+
+
+def _as_dict(record: Record) -> dict:
+    return json.loads(dump_record(record))
+
+
+@pytest.mark.parametrize("record", [make_record(), FAILED], ids=["ok", "failed"])
+def test_dump_parse_round_trip(record):
+    text = dump_record(record)
+    parsed = parse_record(text)
+    assert parsed == record
+    assert dump_record(parsed) == text  # byte-stable
+    assert "\n" not in text  # one record per JSON line
+
+
+def test_every_field_is_dumped():
+    assert set(_as_dict(make_record())) == set(Record.model_fields)
+    assert make_record().headline == 0.6125
+    assert FAILED.headline is None
+
+
+def test_dump_is_canonical():
+    text = dump_record(make_record())
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+
+
+def test_unknown_field_is_refused_by_name():
+    payload = {**_as_dict(make_record()), "accuracy_note": "x"}
+    with pytest.raises(RecordError, match="accuracy_note"):
+        parse_record(json.dumps(payload))
+
+
+def test_unknown_nested_field_is_refused_by_name():
+    payload = _as_dict(make_record())
+    payload["backbone"]["weights_url"] = "https://example.invalid"
+    with pytest.raises(RecordError, match=r"backbone\.weights_url"):
+        parse_record(json.dumps(payload))
+
+
+def test_newer_schema_is_refused():
+    payload = {**_as_dict(make_record()), "schema_version": SCHEMA_VERSION + 1}
+    with pytest.raises(RecordError) as error:
+        parse_record(json.dumps(payload), source="corpus.jsonl:3")
+    message = str(error.value)
+    assert "newer" in message and str(SCHEMA_VERSION + 1) in message and "corpus.jsonl:3" in message
+
+
+@pytest.mark.parametrize("field", ["metrics", "run_id", "environment", "status"])
+def test_missing_required_field_is_refused(field):
+    payload = _as_dict(make_record())
+    del payload[field]
+    with pytest.raises(RecordError, match=field):
+        parse_record(json.dumps(payload))
+
+
+@pytest.mark.parametrize(
+    "change", [{"status": "maybe"}, {"level": "top"}, {"feature_mode": "sparse"}, {"metrics": {"top1": "high"}}]
+)
+def test_invalid_values_are_refused(change):
+    with pytest.raises(RecordError):
+        parse_record(json.dumps({**_as_dict(make_record()), **change}))
+
+
+def test_bad_json_is_a_record_error():
+    with pytest.raises(RecordError):
+        parse_record('{"run_id": ')
+
+
+def test_records_are_frozen():
+    with pytest.raises(ValidationError, match="frozen"):
+        make_record().seed = 3
+
+
+def test_write_read_records_round_trip(tmp_path):
+    records = [make_record(), FAILED, make_record(run_id="other", seed=1)]
+    path = tmp_path / "sub" / "corpus.jsonl"
+    write_records(path, records)
+    assert read_records(path) == records
+    assert path.read_text().count("\n") == 3
+    write_records(path, records[:1])  # rewriting replaces, never appends
+    assert read_records(path) == records[:1]
+
+
+def test_read_records_skips_blank_lines_and_names_the_bad_line(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    good = dump_record(make_record())
+    path.write_text(f"{good}\n\n{good}\n")
+    assert len(read_records(path)) == 2
+    path.write_text(f"{good}\n{good[:-1]}, \"bogus\": 1}}\n")
+    with pytest.raises(RecordError, match=r"corpus\.jsonl:2"):
+        read_records(path)
+
+
+def test_write_text_atomic_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "deep" / "er" / "file.txt"
+    write_text_atomic(path, "one\n")
+    write_text_atomic(path, "two\n")
+    assert path.read_text() == "two\n"
+    assert [p.name for p in path.parent.iterdir()] == ["file.txt"]
+
+
+def test_write_text_atomic_failure_keeps_the_old_file(tmp_path):
+    path = tmp_path / "file.txt"
+    write_text_atomic(path, "old\n")
+    with pytest.raises(TypeError):
+        write_text_atomic(path, 123)  # type: ignore[arg-type]
+    assert path.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]

@@ -1,0 +1,138 @@
+"""The stage entry points end to end on a tiny generated project: ok runs, failed runs, cache reuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from harness import extract as extract_module
+from harness import paths, stages
+from harness.config import load_params
+from harness.records import read_records
+
+
+def _write_folder(root: Path, per_split: int = 4) -> None:
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for label, colour in enumerate([(200, 30, 30), (30, 30, 200)]):
+            folder = root / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(per_split):
+                pixels = np.clip(np.array(colour) + rng.normal(0, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(folder / f"{index}.png")
+
+
+def _params(folder: Path, backbones: list[str]) -> dict:
+    return {
+        "settings": {"precision": "fp32", "batch_size": 4, "seed": 0},
+        "checkpoints": {},
+        "datasets": {"tiny": {"kind": "image_folder", "root": str(folder)}},
+        "probes": {
+            "classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
+                               "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
+            "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
+                          "recall_at": [1, 5]},
+        },
+        "grids": {"g": {"backbones": backbones, "datasets": ["tiny"],
+                        "tasks": {"classification": "tiny", "retrieval": "tiny"}}},
+    }
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _write_folder(tmp_path / "images")
+    work = tmp_path / "project"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work, tmp_path / "images"
+
+
+def _run_grid(params):
+    stages.prepare("tiny", params)
+    for backbone in params.grids["g"].backbones:
+        stages.extract("g", backbone, "tiny", params)
+        for task in params.grids["g"].tasks:
+            stages.probe("g", task, backbone, params)
+    return stages.collect(params)
+
+
+def test_ok_and_failed_runs_land_in_the_corpus(project):
+    work, images = project
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random", "resnet18"])))
+    records = {r.run_id: r for r in _run_grid(load_params())}
+    assert set(records) == {"g-classification@cifar_resnet20.random", "g-retrieval@cifar_resnet20.random",
+                            "g-classification@resnet18", "g-retrieval@resnet18"}
+    ok = records["g-classification@cifar_resnet20.random"]
+    assert ok.status == "ok" and ok.backbone.control and ok.backbone_name == "cifar_resnet20@random"
+    assert 0.0 <= ok.metrics["top1"] <= 1.0 and "train_top1" in ok.metrics
+    assert ok.dataset.size == 8 and ok.dataset.split == "val"
+    failed = records["g-retrieval@resnet18"]
+    assert failed.status == "failed" and failed.metrics == {}
+    assert failed.failure.phase == "load_backbone"
+    assert "checkpoint" in failed.failure.message and "SHA-256" in failed.failure.message
+    assert read_records(paths.CORPUS) == sorted(records.values(), key=lambda r: r.run_id)
+    written = stages.site()
+    assert Path("docs/index.md") in written
+
+
+def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
+    work, images = project
+    bad = images / "val" / "class0" / "0.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    record = next(r for r in _run_grid(load_params()) if r.task == "classification")
+    assert record.status == "failed" and record.failure.phase == "extract"
+    assert str(bad) in record.failure.message
+
+
+def test_cached_images_are_never_decoded_again(project, monkeypatch):
+    work, images = project
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    params = load_params()
+    stages.prepare("tiny", params)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    first = stages.probe("g", "classification", "cifar_resnet20.random", params)
+
+    def refuse(path):
+        raise AssertionError(f"decoded {path} although its features are cached")
+
+    monkeypatch.setattr(extract_module, "load_image", refuse)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    again = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert again.status == "ok" and again.metrics == first.metrics
+
+
+def test_only_pooled_features_are_stored_for_pooled_tasks(project):
+    work, images = project
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    params = load_params()
+    stages.prepare("tiny", params)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    entries = list((paths.features_dir("g", "cifar_resnet20.random", "tiny") / "entries").rglob("*.npyz"))
+    assert len(entries) == 16  # one pooled entry per image, no dense maps
+    assert all(p.stat().st_size < 1024 for p in entries)
+
+
+def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
+    from harness.plan import select_runs
+    from harness.records import write_records
+    from harness.verify import verify_runs
+
+    work, images = project
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    params = load_params()
+    corpus = _run_grid(params)
+    runs, _ = select_runs(params)
+    checks = verify_runs(runs, params)
+    assert checks and all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert all(c.difference == 0.0 for c in checks)  # same CPU build: bit-identical, tolerance 0
+
+    tampered = [r.model_copy(update={"metrics": {**r.metrics, r.headline_metric: r.headline + 0.001}})
+                for r in corpus]
+    write_records(paths.CORPUS, tampered)
+    assert not all(c.ok for c in verify_runs(runs, params))
