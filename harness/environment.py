@@ -41,6 +41,13 @@ def device_name() -> str:
     return f"cpu:{platform.machine()}:{torch.get_num_threads()}threads"
 
 
+def code_commit() -> str | None:
+    """The commit of the code that runs: the checkout's HEAD, else the one baked into the image."""
+    # The checkout wins: a repository bind-mounted into the image may be at another commit than the one the image
+    # was built from. The baked commit is for trees without git metadata (the image's own copy of the project).
+    return _git("rev-parse", "HEAD") or os.environ.get(COMMIT_ENV) or None
+
+
 def image_identity() -> str | None:
     """`NAME@DIGEST+rev.COMMIT` of the image this runs in (the commit it was built from); None outside one."""
     name = os.environ.get(IMAGE_ENV)
@@ -55,13 +62,10 @@ def environment_fingerprint() -> Environment:
     import numpy
     import torch
 
-    # A checkout's own HEAD wins: a repository bind-mounted into the image may be at another commit than the
-    # one the image was built from. The baked commit is for trees without git metadata (the image's own copy).
-    commit = _git("rev-parse", "HEAD") or os.environ.get(COMMIT_ENV) or None
     status = _git("status", "--porcelain", "--untracked-files=no", "--", "harness", "pyproject.toml")
     return Environment(
         harness_version=__version__,
-        git_commit=commit,
+        git_commit=code_commit(),
         git_dirty=None if status is None else bool(status),
         python=platform.python_version(),
         torch=torch.__version__,
