@@ -52,7 +52,9 @@ def run_grid(overrides: dict) -> int:
     for (grid, backbone), group in groups.items():
         log.info("  %s / %s: %s", grid, backbone, ", ".join(r.task for r in group))
     if _truthy(overrides.get("dry_run", False)):
-        return _dvc("repro", "--dry", *[r.stage for r in runs])
+        # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,
+        # works on a fresh clone whose upstream outputs do not exist yet.
+        return _dvc("status", *[r.stage for r in runs])
     started, failures = time.monotonic(), []
     for index, ((grid, backbone), group) in enumerate(groups.items(), start=1):
         t0 = time.monotonic()

@@ -47,7 +47,7 @@ def test_unknown_key_names_valid_keys(capsys):
     ("override", "kind", "valid"),
     [
         ("task=segmentation", "task", ["classification", "retrieval", "correspondence"]),
-        ("backbone=resnet99", "backbone", ["resnet18@random", "efficientnet_lite0", "dinov2_vits14@random"]),
+        ("backbone=resnet99", "backbone", ["resnet18@random", "efficientnet_lite0", "clip_vitb32@random"]),
         ("grid=nope", "grid", ["default", "cifar10"]),
     ],
 )
