@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from harness.config import ConfigError, load_params, parse_overrides
 from harness.registry import UnknownNameError
@@ -138,7 +139,16 @@ def site() -> int:
     return build_html()
 
 
+def _venv_first_on_path() -> None:
+    """Stage commands say `python -m harness.stages`; make that (and mkdocs) this environment's, even
+    when the CLI was started as .venv/bin/visbench-harness without activating the venv."""
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _venv_first_on_path()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "help"):
