@@ -46,6 +46,10 @@ def metrics_path(grid: str, task: str, backbone: str) -> Path:
     return _outputs["results"] / grid / task / f"{backbone}.metrics.json"
 
 
+def samples_path(grid: str, task: str, backbone: str) -> Path:
+    return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
+
+
 def stage_name(grid: str, task: str, backbone: str) -> str:
     return f"{grid}-{task}@{backbone}"
 

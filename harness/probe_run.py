@@ -1,4 +1,8 @@
-"""Turn one probe stage into a record: read extraction + manifest, run the probe, describe everything."""
+"""Turn one probe stage into a record: read extraction + manifest, run the probe, describe everything.
+
+The run's per-sample scores go to `paths.samples_path` (always written, so the DVC out exists: a failed
+run leaves a header-only file and `samples=None` in its record).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import time
 import traceback
 from typing import Any
 
+import numpy as np
+
 from harness import paths
 from harness.config import Params, canonical_backbone
 from harness.datasets.manifest import Manifest
@@ -14,8 +20,9 @@ from harness.environment import environment_fingerprint
 from harness.extract import entry_keys, read_extraction
 from harness.feature_cache import FeatureCache
 from harness.preprocessing import Preprocess
-from harness.probes import ProbeInputs, get_probe
-from harness.records import BackboneInfo, DatasetInfo, Failure, Record
+from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
+from harness.records import BackboneInfo, DatasetInfo, Failure, Record, write_text_atomic
+from harness.samples import samples_csv, write_samples
 
 
 class MissingFeatureError(RuntimeError):
@@ -45,6 +52,24 @@ def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layer
     raise MissingFeatureError(f"extraction has no {mode} features with pooling={pooling} layers={layers}")
 
 
+def check_result(spec: ProbeSpec, result: ProbeResult) -> None:
+    """Refuse a result whose metrics are non-finite, lack the headline, or disagree with their samples."""
+    metrics = result.metrics
+    non_finite = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+    if non_finite:
+        raise ValueError(f"probe produced non-finite metrics: {', '.join(non_finite)}")
+    if spec.headline not in metrics:
+        raise KeyError(f"headline metric {spec.headline!r} not produced; got {sorted(metrics)}")
+    for name, column in sorted(result.samples.items()):
+        if name not in metrics:
+            raise ValueError(f"per-sample column {name!r} has no metric of that name")
+        if len(column) != len(result.sample_ids):
+            raise ValueError(f"per-sample column {name!r} has {len(column)} rows for {len(result.sample_ids)} ids")
+        if not np.isclose(np.mean(column), metrics[name], rtol=0, atol=1e-12):
+            raise ValueError(f"metric {name}={metrics[name]!r} is not the mean of its per-sample column "
+                             f"({np.mean(column)!r})")
+
+
 def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) -> Record:
     started = time.monotonic()
     spec = get_probe(task)
@@ -71,6 +96,7 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
     }
     backbone_info = dataset_info = None
     pooling_resolved = image_size = None
+    samples_path = paths.samples_path(grid, task, backbone_name)
     phase = "extract"
     try:
         extraction = read_extraction(paths.features_dir(grid, backbone_name, dataset_name))
@@ -101,17 +127,15 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
             name=dataset_name, identity=manifest.identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
         )
-        metrics = spec.run(inputs)
-        non_finite = sorted(k for k, v in metrics.items() if not math.isfinite(v))
-        if non_finite:
-            raise ValueError(f"probe produced non-finite metrics: {', '.join(non_finite)}")
-        if spec.headline not in metrics:
-            raise KeyError(f"headline metric {spec.headline!r} not produced; got {sorted(metrics)}")
-        status, failure = "ok", None
+        result = spec.run(inputs)
+        check_result(spec, result)
+        samples = write_samples(samples_path, result.sample_ids, result.samples, result.unit)
+        metrics, status, failure = result.metrics, "ok", None
     except Exception as error:
-        metrics, status = {}, "failed"
+        metrics, samples, status = {}, None, "failed"
         failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
         traceback.print_exc()
+        write_text_atomic(samples_path, samples_csv([], {}))  # header only: the DVC out still exists
     return Record(
         **base,
         backbone=backbone_info,
@@ -124,4 +148,5 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
         status=status,
         failure=failure,
         duration_s=round(time.monotonic() - started, 3),
+        samples=samples,
     )

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: per-sample scores (`samples`); version-1 records read with samples=None
 
 
 class RecordError(ValueError):
@@ -62,9 +62,19 @@ class Failure(_Strict):
     message: str
 
 
+class SamplesInfo(_Strict):
+    """Where a run's per-sample scores are: one row per sample, one column per mean-decomposable metric."""
+
+    path: str  # relative to the project root
+    sha256: str  # of the file's bytes
+    count: int
+    unit: str  # what one row is: "image", "query", "point"
+    columns: list[str]  # each column's mean is the record's metric of the same name
+
+
 class Record(_Strict):
     schema_version: int = SCHEMA_VERSION
-    run_id: str  # "<backbone>-<task>[-<dataset>]", the DVC stage key
+    run_id: str  # "<grid>-<task>@<backbone>", the DVC stage name
     backbone: BackboneInfo | None  # None only when the backbone itself failed to build
     backbone_name: str
     task: str
@@ -87,6 +97,7 @@ class Record(_Strict):
     failure: Failure | None = None
     duration_s: float
     environment: Environment
+    samples: SamplesInfo | None = None
 
     @field_validator("schema_version")
     @classmethod

@@ -3,7 +3,8 @@
 Extraction and probing run again from the prepared datasets into a scratch folder (nothing committed
 is touched), and each metric is compared with the corpus under the record's declared tolerance. On the
 same CPU build, runs agree exactly: inference, the seeded AdamW probe and the rankings are
-deterministic, and the tolerances are 0.
+deterministic, and the tolerances are 0. Where both records carry per-sample scores, their files must be
+byte-identical too (check `samples_sha256`, tolerance 0).
 """
 
 from __future__ import annotations
@@ -40,18 +41,25 @@ class MetricCheck:
         return self.difference is not None and abs(self.difference) <= self.tolerance
 
 
+def _same(run_id: str, name: str, same: bool) -> MetricCheck:
+    """A yes/no check in metric form: reproduced is 0 when equal, 1 when not; tolerance 0."""
+    return MetricCheck(run_id, name, 0.0, 0.0 if same else 1.0, 0.0)
+
+
 def compare(committed: Record, reproduced: Record) -> list[MetricCheck]:
     names = sorted(set(committed.metrics) | set(reproduced.metrics)) or ["status"]
     checks = []
     for name in names:
         if name == "status":
-            same = committed.status == reproduced.status
-            checks.append(MetricCheck(committed.run_id, "status", 0.0, 0.0 if same else 1.0, 0.0))
+            checks.append(_same(committed.run_id, "status", committed.status == reproduced.status))
             continue
         checks.append(MetricCheck(
             committed.run_id, name, committed.metrics.get(name), reproduced.metrics.get(name),
             committed.tolerances.get(name, 0.0),
         ))
+    if committed.samples is not None and reproduced.samples is not None:
+        same = committed.samples.sha256 == reproduced.samples.sha256
+        checks.append(_same(committed.run_id, "samples_sha256", same))
     return checks
 
 

@@ -29,3 +29,18 @@ def repo_root(monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test with the repository root as the working directory (where params.yaml lives)."""
     monkeypatch.chdir(REPO)
     return REPO
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed docs/ built once per session by `mkdocs build --strict` into a temporary directory."""
+    import subprocess
+    import sys
+
+    site = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    return site

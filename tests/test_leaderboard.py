@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 from harness.leaderboard import (
@@ -25,7 +28,11 @@ from harness.leaderboard import (
     rendered_pages,
     task_summary,
 )
-from harness.records import BackboneInfo, DatasetInfo, Environment, Failure, Record
+from harness.leaderboard.markdown import protocol_anchor
+from harness.leaderboard.render import is_generated
+from harness.leaderboard.statistics import PairingError
+from harness.records import BackboneInfo, DatasetInfo, Environment, Failure, Record, read_records
+from harness.samples import SamplesError, write_samples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,6 +110,42 @@ def corpus() -> list[Record]:
         depth("resnet18@random", "0c7d", rmse=0.9870, delta1=0.3010),
         failed,
     ]
+
+
+def bernoulli(p: float, seed: int, n: int = 400) -> np.ndarray:
+    return (np.random.default_rng(seed).random(n) < p).astype(np.float64)
+
+
+def with_samples(record: Record, root: Path, columns: dict[str, np.ndarray], ids: list[str] | None = None) -> Record:
+    """The record with a per-sample file under `root` and its metrics set to the columns' means."""
+    n = len(next(iter(columns.values())))
+    ids = ids if ids is not None else [f"val/{i:04d}.png" for i in range(n)]
+    relative = Path("results") / f"{record.run_id}.samples.csv"
+    info = write_samples(root / relative, ids, columns, "image").model_copy(update={"path": str(relative)})
+    metrics = {**record.metrics, **{name: float(np.mean(column)) for name, column in columns.items()}}
+    return record.model_copy(update={"samples": info, "metrics": metrics})
+
+
+@pytest.fixture
+def sampled(corpus, tmp_path) -> tuple[list[Record], Path]:
+    """The corpus with per-sample scores on the fp32 classification board (the others have none).
+
+    resnet18 and resnet50 have identical per-sample scores (a statistical tie); dinov2_vits14 is far
+    better and convnext_tiny far worse than both.
+    """
+    root = tmp_path / "project"
+    same = bernoulli(0.80, seed=2)
+    scores = {
+        "dinov2_vits14": bernoulli(0.99, seed=1), "resnet50": same, "resnet18": same,
+        "convnext_tiny": bernoulli(0.50, seed=3), "resnet18@random": bernoulli(0.30, seed=4),
+    }
+    out = []
+    for record in corpus:
+        if record.task == "classification" and record.precision == "fp32":
+            top1 = scores[record.backbone_name]
+            record = with_samples(record, root, {"top1": top1, "top5": np.maximum(top1, bernoulli(0.9, 5))})
+        out.append(record)
+    return out, root
 
 
 def board_for(all_boards: list[dict[str, Any]], task: str, precision: str = "fp32") -> dict[str, Any]:
@@ -214,12 +257,19 @@ def test_rendering_is_deterministic(corpus):
     shuffled = list(corpus)
     random.Random(7).shuffle(shuffled)
     assert rendered_pages(shuffled) == pages
-    assert sorted(pages) == [
+    assert list(pages) == sorted([
+        "agreement.md",
         "backbones/convnext_tiny.md", "backbones/dinov2_vitb14.md", "backbones/dinov2_vits14.md",
         "backbones/resnet18-at-random.md", "backbones/resnet18.md", "backbones/resnet50.md",
-        "index.md", "tasks/classification.md", "tasks/depth.md",
-    ]
-    assert all(text.startswith(GENERATED_HEADER + "\n") for text in pages.values())
+        "index.md", "levels/high.md", "levels/mid.md", "plots/agreement.svg", "plots/heatmap.svg",
+        "runs/convnext_tiny-classification-cifar10.md", "runs/dinov2_vits14-classification-cifar10.md",
+        "runs/dinov2_vits14-depth-nyuv2.md", "runs/dinov2_vitb14-depth-nyuv2.md",
+        "runs/resnet18-classification-cifar10-bf16.md", "runs/resnet18-classification-cifar10.md",
+        "runs/resnet18-at-random-classification-cifar10.md", "runs/resnet18-at-random-depth-nyuv2.md",
+        "runs/resnet50-classification-cifar10.md", "runs/resnet50-depth-nyuv2.md",
+        "tasks/classification.md", "tasks/depth.md",
+    ])
+    assert all(text.startswith(GENERATED_HEADER + "\n") for text in pages.values())  # SVGs too
 
 
 def test_written_bytes_are_identical(corpus, tmp_path):
@@ -253,13 +303,14 @@ def test_stale_generated_pages_go_hand_written_stay(corpus, tmp_path):
     assert docs / "tasks" / "classification.md" in written
 
 
-def test_mkdocs_builds_strict(corpus, tmp_path):
+def test_mkdocs_builds_strict(sampled, tmp_path):
+    corpus, root = sampled
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
     hook = Path("harness/leaderboard/mkdocs_hooks.py")  # mkdocs.yml names it relative to itself
     (tmp_path / hook).parent.mkdir(parents=True)
     shutil.copy(REPO / hook, tmp_path / hook)
     docs = tmp_path / "docs"
-    render_site(corpus, docs)
+    render_site(corpus, docs, root)
     (docs / "protocols.md").write_text("# Protocols\n\nPlaceholder.\n")
     (docs / "reproduce.md").write_text("# Reproduce\n\nPlaceholder.\n")
     result = subprocess.run(
@@ -272,3 +323,230 @@ def test_mkdocs_builds_strict(corpus, tmp_path):
     page = (tmp_path / "site" / "backbones" / "resnet18-at-random" / "index.html").read_text()
     # The hook lets mkdocs title the page by its H1, not by the mangled file name.
     assert "<title>resnet18@random - visbench-harness leaderboard</title>" in page
+    site = tmp_path / "site"
+    for built in ("plots/heatmap.svg", "plots/agreement.svg", "levels/high/index.html", "agreement/index.html",
+                  "runs/resnet18-at-random-classification-cifar10/index.html"):
+        assert (site / built).exists(), built
+    assert 'id="board-' in (site / "tasks" / "classification" / "index.html").read_text()
+
+
+# -- statistics on the site --------------------------------------------------------------------------
+
+
+HEADING = "## cifar10 (test), linear-probe-adamw/v1, pooling default"  # + precision: a classification board
+
+
+def board_lines(page: str, heading_start: str) -> list[str]:
+    """The lines of one board section (from its heading to the next)."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading_start))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
+def table_row(lines: list[str], backbone: str) -> list[str]:
+    (line,) = [line for line in lines if line.startswith("| ") and f"[{backbone}](" in line]
+    return [part.strip() for part in line.strip("|").split(" | ")]
+
+
+def test_board_shows_intervals_and_tie_groups(sampled):
+    corpus, root = sampled
+    page = rendered_pages(corpus, root)["tasks/classification.md"]
+    lines = board_lines(page, f"{HEADING}, fp32")
+    assert "| Rank | Backbone | **top1** [95% CI] | top5 | Tie group | Run |" in lines
+    best = table_row(lines, "dinov2_vits14")
+    assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[2])
+    low, high = (float(x) for x in best[2].split(" [")[1].rstrip("]").split(", "))
+    assert low <= float(best[2].split()[0]) <= high
+    groups = {name: table_row(lines, name)[4] for name in ("dinov2_vits14", "resnet18", "resnet50", "convnext_tiny")}
+    # Identical per-sample scores are tied; very different runs are not.
+    assert groups == {"dinov2_vits14": "A", "resnet18": "B", "resnet50": "B", "convnext_tiny": "C"}
+    assert table_row(lines, "resnet18@random")[4] == "n/a"  # controls take no part in tie tests
+    assert best[-1] == "[record](../runs/dinov2_vits14-classification-cifar10.md)"
+    adjacent = [line for line in lines if line.startswith("| resnet18 | resnet50 |")]
+    assert adjacent == ["| resnet18 | resnet50 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | yes |"]
+    protocol = "Protocol [linear-probe-adamw/v1](../protocols.md#linear-probe-adamw-v1)."
+    assert any(line.startswith(protocol) for line in lines)
+
+
+def test_boards_without_samples_say_so(sampled):
+    corpus, root = sampled
+    pages = rendered_pages(corpus, root)
+    depth = pages["tasks/depth.md"]
+    assert "no per-sample scores, so no confidence intervals or tie groups on this board" in depth
+    assert "[95% CI]" not in depth
+    bf16 = board_lines(pages["tasks/classification.md"], f"{HEADING}, bf16")
+    assert any("no per-sample scores" in line for line in bf16)
+    assert "No per-sample scores" in pages["runs/resnet50-depth-nyuv2.md"]
+
+
+def test_metric_disagreement_note(corpus):
+    pages = rendered_pages(corpus)
+    # top1 ties resnet18 and resnet50, top5 orders them: the metrics do not give the same order.
+    fp32 = board_lines(pages["tasks/classification.md"], f"{HEADING}, fp32")
+    (note,) = [line for line in fp32 if line.startswith("Metric disagreement")]
+    assert "top1 and top5 (Kendall τ-b 0.91 over 4 backbones)" in note
+    # Lower rmse and higher delta1 put the depth backbones in the same order: no note.
+    assert "Metric disagreement" not in pages["tasks/depth.md"]
+
+
+def test_missing_cell_gives_no_aggregate(corpus):
+    pages = rendered_pages([r for r in corpus if r.precision != "bf16"])
+    index = pages["index.md"]
+    # Columns: B1 = fp32 classification, B2 = depth. Every backbone with both gets a mean, no other.
+    assert "| [dinov2_vits14](backbones/dinov2_vits14.md) | no | 2 of 2 | 0.00 |  |" in index
+    assert "| [resnet50](backbones/resnet50.md) | no | 2 of 2 | 0.67 |  |" in index  # (1/3 + 1) / 2
+    assert "| [resnet18](backbones/resnet18.md) | no | 1 of 2 | — | no result on B2 |" in index
+    assert "| [dinov2_vitb14](backbones/dinov2_vitb14.md) | no | 0 of 2 | — | no result on B1, B2 |" in index
+    assert ("| [resnet18@random](backbones/resnet18-at-random.md) | yes | 2 of 2 | — | control: never aggregated |"
+            in index)
+    profile = pages["backbones/resnet18.md"]
+    assert "Mean normalised rank: —. It is shown only for a backbone with a result on every board" in profile
+    assert "[B2 depth (nyuv2)](../tasks/depth.md#board-" in profile
+    assert "Mean normalised rank over all 2 boards of the heatmap: **0.67**" in pages["backbones/resnet50.md"]
+
+
+def test_rank_profile_on_backbone_page(sampled):
+    corpus, root = sampled
+    page = rendered_pages(corpus, root)["backbones/resnet50.md"]
+    lines = [line for line in page.splitlines() if line.startswith("| [B")]
+    assert len(lines) == 2  # fp32 classification and depth; not the bf16 board it has no run on
+    classification = [part.strip() for part in lines[0].strip("|").split(" | ")]
+    assert classification[1:2] == ["top1"] and classification[3:6] == ["2 of 4", "0.33", "B"]
+    assert classification[6] == "[record](../runs/resnet50-classification-cifar10.md)"
+    depth = [part.strip() for part in lines[1].strip("|").split(" | ")]
+    assert depth[1:6] == ["rmse", "0.5012", "2 of 2", "1.00", "n/a"]
+
+
+def test_provenance_page(sampled):
+    corpus, root = sampled
+    pages = rendered_pages(corpus, root)
+    page = pages["runs/resnet50-classification-cifar10.md"]
+    record = next(r for r in corpus if r.run_id == "resnet50-classification-cifar10")
+    for expected in (
+        "# resnet50-classification-cifar10",
+        "DVC stage `resnet50-classification-cifar10`.",
+        "dvc repro resnet50-classification-cifar10",
+        "visbench-harness verify grid=resnet50 task=classification backbone=resnet50",
+        "| identity | 5a0e |",
+        "| file_sha256 | 80c49dee3da4822c009c5a7fe591e9223c5a2cfcf95a4067ca4dfb5a7b89c612 |",
+        "| revision | 491b427b45c94c7fb0e78b5474cc919aff584bbf |",
+        "| identity | c1f4a10e5d0b7a21 |",
+        f"| sha256 | {record.samples.sha256} |",
+        "| git_commit | 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 |",
+        "| device | cuda:0 H200 |",
+        "| torch | 2.14.1 |",
+        f"| comparability_key | {comparability_key(record)} |",
+        "rank 2 of 4, tie group B.",
+    ):
+        assert expected in page, expected
+    assert re.search(r"\| top1 \| 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] \| yes \| 0\.0020 \|", page)
+    assert "| macro_f1 |" not in page  # no such metric here; and top5 has an interval too
+    failed = pages["runs/dinov2_vitb14-depth-nyuv2.md"]
+    assert "Failed in phase `load_backbone` with `WeightsUnavailableError`:" in failed
+    assert LONG_MESSAGE in failed  # the full message, not the table's truncation
+    assert "visbench-harness verify grid=dinov2_vitb14 task=depth backbone=dinov2_vitb14" in failed
+    control = pages["runs/resnet18-at-random-classification-cifar10.md"]
+    assert "backbone=resnet18@random" in control and "a control, listed but not ranked" in control
+    # Every board row links to its provenance page.
+    depth = pages["tasks/depth.md"]
+    assert "[record](../runs/dinov2_vitb14-depth-nyuv2.md)" in depth  # the failed-runs table too
+
+
+def test_level_and_agreement_pages(sampled):
+    corpus, root = sampled
+    pages = rendered_pages(corpus, root)
+    high = pages["levels/high.md"]
+    assert "| [classification](../tasks/classification.md) | 2 | 6 | 0 |" in high
+    assert "[dinov2_vits14](../backbones/dinov2_vits14.md) | [dinov2_vits14](../backbones/dinov2_vits14.md) |" in high
+    assert "[depth](../tasks/depth.md)" in pages["levels/mid.md"]
+    agreement = pages["agreement.md"]
+    assert "![Rank agreement between boards](plots/agreement.svg)" in agreement
+    # fp32 classification (B2) and depth (B3) share dinov2_vits14 and resnet50 only.
+    assert "| B2 | B3 | 2 | 1.00 | n too small | 1.00 | n too small |" in agreement
+    assert "| B1 | B2 | 1 | — | n too small | — | n too small |" in agreement
+    index = pages["index.md"]
+    assert "![Normalised rank of every backbone on every board](plots/heatmap.svg)" in index
+    assert "### Reading guide { #reading-guide }" in index
+
+
+def test_svg_is_deterministic_and_well_formed(sampled):
+    corpus, root = sampled
+    first = rendered_pages(corpus, root)
+    second = rendered_pages(list(reversed(corpus)), root)
+    for name in ("plots/heatmap.svg", "plots/agreement.svg"):
+        assert first[name].encode() == second[name].encode()
+        svg = ElementTree.fromstring(first[name])  # parses as XML; the header is a leading comment
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        assert " id=" not in first[name]
+        assert first[name].splitlines()[0] == GENERATED_HEADER
+    heatmap = first["plots/heatmap.svg"]
+    assert 'fill="#d9d9d9"' in heatmap  # a control in grey
+    assert "resnet18@random on B2: control, not ranked" in heatmap
+
+
+def test_pages_identical_when_records_shuffled(sampled):
+    corpus, root = sampled
+    pages = rendered_pages(corpus, root)
+    for seed in (1, 2, 3):
+        shuffled = list(corpus)
+        random.Random(seed).shuffle(shuffled)
+        assert rendered_pages(shuffled, root) == pages
+
+
+def test_per_sample_files_are_checked(sampled):
+    corpus, root = sampled
+    record = next(r for r in corpus if r.samples is not None)
+    (root / record.samples.path).write_text("sample_id,top1,top5\nx,1.0,1.0\n")
+    with pytest.raises(SamplesError, match="SHA-256"):
+        rendered_pages(corpus, root)
+
+
+def test_missing_per_sample_file_is_an_error(sampled):
+    corpus, root = sampled
+    record = next(r for r in corpus if r.samples is not None)
+    (root / record.samples.path).unlink()
+    with pytest.raises(SamplesError, match=f"per-sample scores of {record.run_id} are missing"):
+        rendered_pages(corpus, root)
+
+
+def test_samples_must_average_to_the_metric(sampled):
+    corpus, root = sampled
+    edited = [r.model_copy(update={"metrics": {**r.metrics, "top1": r.metrics["top1"] + 0.01}})
+              if r.run_id == "resnet50-classification-cifar10" else r for r in corpus]
+    with pytest.raises(SamplesError, match="does not average to the metric"):
+        rendered_pages(edited, root)
+
+
+def test_runs_on_different_samples_are_refused(sampled):
+    corpus, root = sampled
+    index = next(i for i, r in enumerate(corpus) if r.run_id == "resnet50-classification-cifar10")
+    moved = list(corpus)
+    top1 = bernoulli(0.8, seed=2)
+    moved[index] = with_samples(corpus[index], root, {"top1": top1, "top5": top1},
+                                ids=[f"other/{i}" for i in range(400)])
+    with pytest.raises(PairingError, match="different samples"):
+        rendered_pages(moved, root)
+
+
+def test_stale_generated_files_go_in_every_generated_dir(sampled, tmp_path):
+    corpus, root = sampled
+    docs = tmp_path / "docs"
+    render_site(corpus, docs, root)
+    hand_svg = docs / "plots" / "logo.svg"
+    hand_svg.write_text('<svg xmlns="http://www.w3.org/2000/svg"/>\n')
+    stale_svg = docs / "plots" / "old.svg"
+    stale_svg.write_text('<?xml version="1.0"?>\n' + GENERATED_HEADER + "\n<svg/>\n")
+    assert is_generated(stale_svg) and not is_generated(hand_svg)
+    render_site([r for r in corpus if r.task != "depth"], docs, root)
+    assert not stale_svg.exists() and hand_svg.exists()
+    assert not (docs / "levels" / "mid.md").exists()
+    assert not (docs / "runs" / "resnet50-depth-nyuv2.md").exists()
+    assert (docs / "runs" / "resnet50-classification-cifar10.md").exists()
+
+
+def test_committed_protocols_have_the_anchors_boards_link_to():
+    text = (REPO / "docs" / "protocols.md").read_text()
+    for protocol in sorted({r.protocol for r in read_records(REPO / "leaderboard" / "corpus.jsonl")}):
+        anchor = protocol_anchor(protocol)
+        assert f"{{ #{anchor} }}" in text, f"docs/protocols.md has no heading with id {anchor} for {protocol}"

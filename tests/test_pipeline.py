@@ -13,7 +13,9 @@ import yaml
 
 from harness import paths
 from harness.config import canonical_backbone, load_params
+from harness.hashing import sha256_file
 from harness.records import read_records
+from harness.samples import read_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +48,7 @@ def test_locked_record_hashes_match_committed_files(lock):
     for name, stage in lock.items():
         for out in stage.get("outs", []):
             path = ROOT / out["path"]
-            if out["path"].endswith(".json") or out["path"].endswith(".jsonl"):
+            if out["path"].endswith((".json", ".jsonl", ".samples.csv")):
                 assert path.is_file(), f"{out['path']} (out of {name}) is not committed"
                 assert hashlib.md5(path.read_bytes()).hexdigest() == out["md5"], f"{out['path']} changed since {name}"
                 checked += 1
@@ -71,6 +73,28 @@ def test_metrics_files_match_records(params):
         assert metrics == record.metrics
 
 
+def test_ok_records_have_their_per_sample_files():
+    """Every ok record points at a committed samples file with its SHA-256, whose columns average to the
+    record's metrics; a failed run's file is header-only."""
+    for record in read_records(ROOT / paths.CORPUS):
+        grid, rest = record.run_id.split("-", 1)
+        task, backbone = rest.split("@", 1)
+        path = paths.samples_path(grid, task, backbone)
+        if record.status != "ok":
+            assert record.samples is None, record.run_id
+            assert (ROOT / path).read_text() == "sample_id\n", record.run_id
+            continue
+        info = record.samples
+        assert info is not None, f"{record.run_id} has no per-sample scores: regenerate the corpus"
+        assert info.path == path.as_posix(), record.run_id
+        assert (ROOT / info.path).is_file(), f"{info.path} is not committed"
+        assert sha256_file(ROOT / info.path) == info.sha256, f"{info.path} does not match {record.run_id}"
+        ids, columns = read_samples(info, ROOT)
+        assert len(ids) == info.count and sorted(columns) == info.columns, record.run_id
+        for name, column in columns.items():
+            assert abs(column.mean() - record.metrics[name]) <= 1e-12, f"{record.run_id} {name}"
+
+
 def test_controls_are_marked_and_pretrained_are_not():
     for record in read_records(ROOT / paths.CORPUS):
         if record.backbone is not None:
@@ -92,3 +116,35 @@ def test_dvc_sees_nothing_to_reproduce():
     assert result.returncode == 0, result.stderr
     running = [line for line in result.stdout.splitlines() if line.startswith("Running stage")]
     assert not running, "stages out of date with dvc.lock:\n" + "\n".join(running)
+
+
+def test_changing_one_probe_parameter_reruns_only_that_task(tmp_path):
+    """Edit probes.retrieval in a clone: DVC would re-run the retrieval stages and nothing else."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
+    params_file = clone / "params.yaml"
+    params_yaml = yaml.safe_load(params_file.read_text())
+    params_yaml["probes"]["retrieval"]["recall_at"] = [1, 10]
+    params_file.write_text(yaml.safe_dump(params_yaml, sort_keys=False))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "dvc", "status", "--json"], cwd=clone, capture_output=True, text=True, timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    # A fresh clone lacks DVC-cached data (features, prepared datasets): those show as deleted/not in
+    # cache. Any other change is a real reason to re-run.
+    absent = {"deleted", "not in cache"}
+
+    def real_changes(entry) -> bool:
+        if isinstance(entry, dict):
+            return any(real_changes(v) for v in entry.values())
+        if isinstance(entry, list):
+            return any(real_changes(v) for v in entry)
+        return entry not in absent
+
+    changed = sorted(stage for stage, entries in json.loads(result.stdout).items() if real_changes(entries))
+    assert changed == sorted(s for s in changed if "-retrieval@" in s) and changed, changed
+    assert len(changed) == sum(1 for line in (ROOT / "dvc.lock").read_text().splitlines()
+                               if line.startswith("  ") and "-retrieval@" in line and line.endswith(":")
+                               and not line.startswith("   "))

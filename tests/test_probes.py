@@ -1,5 +1,6 @@
 """Probes against independent references: sklearn's AP, brute-force recall, separable data, and
-correspondence features whose best possible answer is known."""
+correspondence features whose best possible answer is known. Every probe's per-sample columns average
+to its metrics and are keyed by the evaluation items they score."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from sklearn.metrics import average_precision_score
 from harness.datasets.homography import apply_homography, prepare_homography_photos, random_homography
 from harness.datasets.manifest import Item, Manifest
 from harness.preprocessing import Preprocess
-from harness.probes import PROBES, ProbeInputs, get_probe
-from harness.probes.classification import topk_accuracy
+from harness.probes import PROBES, ProbeInputs, ProbeResult, get_probe
+from harness.probes.classification import topk_accuracy, topk_correct
 from harness.probes.correspondence import evaluation_points
-from harness.probes.retrieval import retrieval_metrics
+from harness.probes.retrieval import retrieval_metrics, retrieval_scores
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +26,20 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def assert_samples_consistent(result: ProbeResult, ids: list[str], unit: str, columns: set[str]) -> None:
+    """The ProbeResult contract: unique ids for the eval items, one float64 row each, means = metrics."""
+    assert result.unit == unit
+    assert result.sample_ids == ids
+    assert len(set(result.sample_ids)) == len(result.sample_ids)
+    assert set(result.samples) == columns
+    assert columns <= set(result.metrics)
+    for name, column in result.samples.items():
+        assert column.shape == (len(ids),) and column.dtype == np.float64, name
+        assert np.isclose(column.mean(), result.metrics[name], rtol=0, atol=1e-12), name
+        if name != "mean_error_px":
+            assert set(np.unique(column)) <= {0.0, 1.0}, name
 
 
 # -- retrieval ------------------------------------------------------------------------------------------
@@ -56,6 +71,15 @@ def test_retrieval_map_matches_sklearn_and_recall_brute_force(seed):
         ]
         assert metrics[f"recall@{k}"] == pytest.approx(np.mean(hits), abs=1e-12)
     assert set(metrics) == {"map", "recall@1", "recall@3", "recall@10"}
+    # per query: each row is that query's AP and hit, against the same references
+    scores = retrieval_scores(queries, q_labels, gallery, g_labels, ks)
+    for i in range(len(queries)):
+        assert scores["map"][i] == pytest.approx(
+            average_precision_score(g_labels == q_labels[i], similarity[i]), abs=1e-9)
+        for k in ks:
+            hit = any(g_labels[j] == q_labels[i] for j in np.argsort(-similarity[i])[:k])
+            assert scores[f"recall@{k}"][i] == float(hit)
+    assert {name: float(column.mean()) for name, column in scores.items()} == metrics
 
 
 def test_retrieval_perfect_and_scale_invariant():
@@ -67,16 +91,35 @@ def test_retrieval_perfect_and_scale_invariant():
     assert metrics == {"map": 1.0, "recall@1": 1.0, "recall@4": 1.0}
 
 
-def test_retrieval_map_skips_queries_without_any_relevant_item():
+def test_retrieval_refuses_queries_without_any_relevant_item():
+    """A query whose label is absent from the gallery has no AP: the run fails rather than averaging
+    mAP and recall over different sets of queries."""
     rng = np.random.default_rng(0)
     queries, gallery = rng.standard_normal((4, 5)), rng.standard_normal((10, 5))
     g_labels = rng.integers(0, 2, size=10)
     g_labels[:2] = [0, 1]
     q_labels = np.array([0, 1, 0, 7])  # label 7 is not in the gallery
-    all_metrics = retrieval_metrics(queries, q_labels, gallery, g_labels, [10])
-    known = retrieval_metrics(queries[:3], q_labels[:3], gallery, g_labels, [10])
-    assert all_metrics["map"] == pytest.approx(known["map"], abs=1e-12)
-    assert all_metrics["recall@10"] == pytest.approx(0.75)  # the unanswerable query counts as a miss
+    with pytest.raises(ValueError, match=r"1 of 4 queries.*labels absent from the gallery: 7"):
+        retrieval_metrics(queries, q_labels, gallery, g_labels, [10])
+    assert retrieval_metrics(queries[:3], q_labels[:3], gallery, g_labels, [10])["recall@10"] == 1.0
+
+
+def test_retrieval_probe_scores_every_query():
+    manifest, table = _separable(3, per_class={"gallery": 6, "query": 3}, classes=3)
+    inputs = ProbeInputs(manifest, lambda item: table[item.path],
+                         {"query_split": "query", "gallery_split": "gallery", "recall_at": [1, 5]}, 0)
+    result = get_probe("retrieval").run(inputs)
+    queries = manifest.split("query")
+    assert_samples_consistent(result, [item.path for item in queries], "query", {"map", "recall@1", "recall@5"})
+    assert set(result.metrics) == {"map", "recall@1", "recall@5"}
+    assert result.metrics["map"] == float(result.samples["map"].mean())  # exactly the mean of the AP column
+    assert (result.samples["recall@1"] <= result.samples["recall@5"]).all()
+    similarity = _cosine(np.stack([table[i.path] for i in queries]),
+                         np.stack([table[i.path] for i in manifest.split("gallery")]))
+    g_labels = np.array([i.label for i in manifest.split("gallery")])
+    for row, item in enumerate(queries):
+        expected = average_precision_score(g_labels == item.label, similarity[row])
+        assert result.samples["map"][row] == pytest.approx(expected, abs=1e-9)
 
 
 # -- classification -----------------------------------------------------------------------------------
@@ -108,8 +151,12 @@ def _classification_inputs(manifest, table, seed=0, **params) -> ProbeInputs:
 
 def test_classification_on_separable_data():
     manifest, table = _separable()
-    metrics = get_probe("classification").run(_classification_inputs(manifest, table))
+    result = get_probe("classification").run(_classification_inputs(manifest, table))
+    metrics = result.metrics
     assert set(metrics) == {"top1", "top5", "macro_f1", "train_top1"}
+    # macro-F1 and train top-1 do not decompose over eval images: no column
+    assert_samples_consistent(result, [item.path for item in manifest.split("val")], "image", {"top1", "top5"})
+    assert (result.samples["top1"] <= result.samples["top5"]).all()
     assert metrics["top1"] >= 0.95
     assert metrics["train_top1"] >= 0.95
     assert metrics["macro_f1"] >= 0.95
@@ -120,8 +167,12 @@ def test_classification_is_deterministic_per_seed():
     manifest, table = _separable(1)
     run = get_probe("classification").run
     first = run(_classification_inputs(manifest, table, seed=0))
-    assert run(_classification_inputs(manifest, table, seed=0)) == first
-    other = run(_classification_inputs(manifest, table, seed=5))
+    again = run(_classification_inputs(manifest, table, seed=0))
+    assert again.metrics == first.metrics and again.sample_ids == first.sample_ids
+    assert set(again.samples) == set(first.samples)
+    for name, column in first.samples.items():
+        assert np.array_equal(again.samples[name], column)
+    other = run(_classification_inputs(manifest, table, seed=5)).metrics
     for value in other.values():
         assert 0.0 <= value <= 1.0
     assert other["top1"] >= 0.95
@@ -138,7 +189,7 @@ def test_classification_learns_from_the_train_split_only():
             k += 1
         relabelled.append(item)
     noisy = Manifest("toy", "/nowhere", relabelled, manifest.classes)
-    metrics = get_probe("classification").run(_classification_inputs(noisy, table, epochs=10))
+    metrics = get_probe("classification").run(_classification_inputs(noisy, table, epochs=10)).metrics
     assert metrics["top1"] <= 0.5  # chance is 0.25; the clean probe gets ≥ 0.95
 
 
@@ -154,6 +205,8 @@ def test_topk_accuracy_by_hand():
     assert topk_accuracy(logits, labels, 2) == 0.5  # rows 0 (1,2) and 3 (0,1); row 1 has (0,1); row 2 (2,0)
     assert topk_accuracy(logits, labels, 3) == 1.0
     assert topk_accuracy(logits, labels, 5) == 1.0  # k beyond the class count is capped
+    assert topk_correct(logits, labels, 1).tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert topk_correct(logits, labels, 2).tolist() == [1.0, 0.0, 0.0, 1.0]
 
 
 def test_registered_probes():
@@ -181,8 +234,23 @@ def _pair_manifest(homographies: list[np.ndarray]) -> Manifest:
 
 
 def _run_correspondence(manifest: Manifest, table: dict) -> dict[str, float]:
+    """The metrics, after checking the per-point columns against the points the probe must score."""
     inputs = ProbeInputs(manifest, lambda item: table[item.path], CORRESPONDENCE_PARAMS, 0, GEOMETRY)
-    return get_probe("correspondence").run(inputs)
+    result = get_probe("correspondence").run(inputs)
+    p = CORRESPONDENCE_PARAMS
+    ids = [f"{pair['target']}#{index}" for pair in manifest.extra["pairs"] for index in range(len(
+        evaluation_points(SIZE, p["points_per_side"], p["margin"], np.asarray(pair["homography"]))))]
+    thresholds = p["thresholds_px"]
+    columns = {f"pck@{t}" for t in thresholds} | {f"ceiling_pck@{t}" for t in thresholds} | {"mean_error_px"}
+    assert_samples_consistent(result, ids, "point", columns)
+    assert set(result.metrics) == columns
+    error = result.samples["mean_error_px"]
+    assert (error >= 0).all()
+    for t in thresholds:
+        assert np.array_equal(result.samples[f"pck@{t}"], (error <= t).astype(np.float64))
+        # a prediction within t px is a cell centre within t px, so no point beats its ceiling
+        assert (result.samples[f"pck@{t}"] <= result.samples[f"ceiling_pck@{t}"]).all()
+    return result.metrics
 
 
 def _cell_centres(grid: int) -> np.ndarray:

@@ -15,6 +15,7 @@ from harness.records import (
     Failure,
     Record,
     RecordError,
+    SamplesInfo,
     dump_record,
     parse_record,
     read_records,
@@ -38,6 +39,10 @@ DATASET = DatasetInfo(name="fashion_mnist", identity="fedcba9876543210", split="
                       params={"per_class": {"train": 80, "val": 40}})
 
 
+SAMPLES = SamplesInfo(path="results/default/classification/resnet18.random.samples.csv", sha256="cd" * 32,
+                      count=400, unit="image", columns=["top1", "top5"])
+
+
 def make_record(**changes) -> Record:
     fields = dict(
         schema_version=SCHEMA_VERSION, run_id="default-classification@resnet18.random", backbone=BACKBONE,
@@ -48,7 +53,7 @@ def make_record(**changes) -> Record:
         metrics={"top1": 0.6125, "top5": 0.93, "macro_f1": 0.6, "train_top1": 1.0}, headline_metric="top1",
         higher_is_better={"top1": True, "top5": True, "macro_f1": True, "train_top1": True},
         tolerances={"top1": 0.0, "top5": 0.0, "macro_f1": 0.0, "train_top1": 0.0}, status="ok",
-        failure=None, duration_s=12.5, environment=ENVIRONMENT,
+        failure=None, duration_s=12.5, environment=ENVIRONMENT, samples=SAMPLES,
     )
     fields.update(changes)
     return Record(**fields)
@@ -56,7 +61,7 @@ def make_record(**changes) -> Record:
 
 FAILED = make_record(
     status="failed", metrics={}, higher_is_better={}, tolerances={}, backbone=None, pooling_resolved=None,
-    failure=Failure(phase="load_backbone", error_type="WeightsUnavailableError", message="download X"),
+    samples=None, failure=Failure(phase="load_backbone", error_type="WeightsUnavailableError", message="download X"),
 )
 
 
@@ -94,6 +99,27 @@ def test_unknown_nested_field_is_refused_by_name():
     payload = _as_dict(make_record())
     payload["backbone"]["weights_url"] = "https://example.invalid"
     with pytest.raises(RecordError, match=r"backbone\.weights_url"):
+        parse_record(json.dumps(payload))
+
+
+def test_version_1_records_remain_readable():
+    """Version 1 predates per-sample files: such records carry no `samples` and read with samples=None."""
+    payload = _as_dict(make_record())
+    del payload["samples"]
+    payload["schema_version"] = 1
+    record = parse_record(json.dumps(payload))
+    assert record.schema_version == 1 and record.samples is None
+    assert record.metrics == make_record().metrics
+    assert parse_record(dump_record(record)) == record  # and round-trips as version 1
+
+
+def test_samples_info_is_strict():
+    payload = _as_dict(make_record())
+    payload["samples"]["rows"] = 3
+    with pytest.raises(RecordError, match=r"samples\.rows"):
+        parse_record(json.dumps(payload))
+    del payload["samples"]["rows"], payload["samples"]["sha256"]
+    with pytest.raises(RecordError, match=r"samples\.sha256"):
         parse_record(json.dumps(payload))
 
 

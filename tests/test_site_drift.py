@@ -1,4 +1,5 @@
-"""The site is a pure function of the corpus: regenerating it reproduces the committed docs/ exactly."""
+"""The site is a pure function of the corpus (and the per-sample files its records point to):
+regenerating it reproduces the committed docs/ exactly, pages and figures alike."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from harness import paths
 from harness.leaderboard import rendered_pages
-from harness.leaderboard.render import GENERATED_DIRS, is_generated
+from harness.leaderboard.render import GENERATED_DIRS, GENERATED_FILES, is_generated
 from harness.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,8 +23,8 @@ def corpus():
 def committed_generated_pages() -> dict[str, str]:
     docs = ROOT / paths.DOCS
     pages = {}
-    for path in sorted(docs.rglob("*.md")):
-        if is_generated(path):
+    for path in sorted(docs.rglob("*")):
+        if path.is_file() and is_generated(path):
             pages[str(path.relative_to(docs))] = path.read_text(encoding="utf-8")
     return pages
 
@@ -36,7 +37,7 @@ def test_corpus_is_not_empty_and_sorted(corpus):
 
 
 def test_regenerated_site_matches_committed_docs(corpus):
-    expected = rendered_pages(corpus)
+    expected = rendered_pages(corpus, ROOT)
     committed = committed_generated_pages()
     assert sorted(committed) == sorted(expected), "generated pages added or missing: run `visbench-harness site`"
     for name, text in expected.items():
@@ -46,12 +47,16 @@ def test_regenerated_site_matches_committed_docs(corpus):
 def test_editing_one_number_in_the_corpus_is_detected(corpus):
     record = next(r for r in corpus if r.status == "ok")
     metric = record.headline_metric
-    edited = record.model_copy(update={"metrics": {**record.metrics, metric: record.metrics[metric] + 0.01}})
-    pages = rendered_pages([edited if r is record else r for r in corpus])
+    # Without its per-sample file: a metric that no longer averages its samples is refused outright
+    # (tests/test_leaderboard.py), and this test is about the page noticing the number.
+    edited = record.model_copy(
+        update={"metrics": {**record.metrics, metric: record.metrics[metric] + 0.01}, "samples": None}
+    )
+    pages = rendered_pages([edited if r is record else r for r in corpus], ROOT)
     committed = committed_generated_pages()
     assert any(committed.get(name) != text for name, text in pages.items())
 
 
 def test_generated_pages_live_where_the_site_stage_writes_them():
     for name in committed_generated_pages():
-        assert name == "index.md" or name.split("/")[0] in GENERATED_DIRS
+        assert name in GENERATED_FILES or name.split("/")[0] in GENERATED_DIRS

@@ -1,4 +1,5 @@
-"""The stage entry points end to end on a tiny generated project: ok runs, failed runs, cache reuse."""
+"""The stage entry points end to end on a tiny generated project: ok runs, failed runs, cache reuse, and
+the per-sample files beside each record."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from PIL import Image
 from harness import extract as extract_module
 from harness import paths, stages
 from harness.config import load_params
+from harness.datasets import Manifest
+from harness.hashing import sha256_file
 from harness.records import read_records
+from harness.samples import read_samples
 
 
 def _write_folder(root: Path, per_split: int = 4) -> None:
@@ -76,8 +80,29 @@ def test_ok_and_failed_runs_land_in_the_corpus(project):
     assert failed.failure.phase == "load_backbone"
     assert "checkpoint" in failed.failure.message and "SHA-256" in failed.failure.message
     assert read_records(paths.CORPUS) == sorted(records.values(), key=lambda r: r.run_id)
+    val_paths = [item.path for item in Manifest.load(paths.manifest_path("tiny")).split("val")]
+    assert_samples_match(ok, "g", "classification", "cifar_resnet20.random", val_paths, "image", ["top1", "top5"])
+    retrieval = records["g-retrieval@cifar_resnet20.random"]
+    assert_samples_match(retrieval, "g", "retrieval", "cifar_resnet20.random", val_paths, "query",
+                         ["map", "recall@1", "recall@5"])
+    assert failed.samples is None and records["g-classification@resnet18"].samples is None
+    for task in ("classification", "retrieval"):  # the DVC out exists for failed runs: header only
+        assert paths.samples_path("g", task, "resnet18").read_text() == "sample_id\n"
     written = stages.site()
     assert Path("docs/index.md") in written
+
+
+def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
+    """The record points at its samples file by project-relative path; hash, ids and means agree."""
+    info = record.samples
+    path = paths.samples_path(grid, task, backbone)
+    assert info.path == f"results/{grid}/{task}/{backbone}.samples.csv" == path.as_posix()
+    assert path.is_file() and sha256_file(path) == info.sha256
+    assert info.unit == unit and info.columns == columns and info.count == len(ids)
+    read_ids, read_columns = read_samples(info)
+    assert read_ids == ids and sorted(read_columns) == columns
+    for name, column in read_columns.items():
+        assert np.isclose(column.mean(), record.metrics[name], rtol=0, atol=1e-12), name
 
 
 def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
@@ -88,6 +113,8 @@ def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
     record = next(r for r in _run_grid(load_params()) if r.task == "classification")
     assert record.status == "failed" and record.failure.phase == "extract"
     assert str(bad) in record.failure.message
+    assert record.samples is None
+    assert paths.samples_path("g", "classification", "cifar_resnet20.random").read_text() == "sample_id\n"
 
 
 def test_cached_images_are_never_decoded_again(project, monkeypatch):
@@ -105,6 +132,7 @@ def test_cached_images_are_never_decoded_again(project, monkeypatch):
     stages.extract("g", "cifar_resnet20.random", "tiny", params)
     again = stages.probe("g", "classification", "cifar_resnet20.random", params)
     assert again.status == "ok" and again.metrics == first.metrics
+    assert again.samples == first.samples  # same bytes, same SHA-256
 
 
 def test_only_pooled_features_are_stored_for_pooled_tasks(project):
@@ -131,8 +159,65 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
     checks = verify_runs(runs, params)
     assert checks and all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert all(c.difference == 0.0 for c in checks)  # same CPU build: bit-identical, tolerance 0
+    assert sorted(c.run_id for c in checks if c.metric == "samples_sha256") == sorted(r.run_id for r in corpus)
 
     tampered = [r.model_copy(update={"metrics": {**r.metrics, r.headline_metric: r.headline + 0.001}})
                 for r in corpus]
     write_records(paths.CORPUS, tampered)
     assert not all(c.ok for c in verify_runs(runs, params))
+
+    # metrics intact, but the committed per-sample file is not the one the re-run writes
+    swapped = [r.model_copy(update={"samples": r.samples.model_copy(update={"sha256": "0" * 64})})
+               for r in corpus]
+    write_records(paths.CORPUS, swapped)
+    bad = [c for c in verify_runs(runs, params) if not c.ok]
+    assert bad and {c.metric for c in bad} == {"samples_sha256"}
+
+
+def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypatch):
+    import dataclasses
+
+    from harness import probe_run
+    from harness.probes import ProbeResult, get_probe
+
+    work, images = project
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    params = load_params()
+    stages.prepare("tiny", params)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    real = get_probe("classification")
+
+    def off_by_a_little(inputs):
+        result = real.run(inputs)
+        return ProbeResult({**result.metrics, "top5": result.metrics["top5"] - 1e-9}, result.sample_ids,
+                           result.samples, result.unit)
+
+    spec = dataclasses.replace(real, run=off_by_a_little)
+    monkeypatch.setattr(probe_run, "get_probe", lambda task: spec)
+    record = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert record.status == "failed" and record.failure.phase == "probe"
+    assert "top5" in record.failure.message and "mean of its per-sample column" in record.failure.message
+    assert record.samples is None and record.metrics == {}
+    assert paths.samples_path("g", "classification", "cifar_resnet20.random").read_text() == "sample_id\n"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"metrics": {"top1": 0.5 + 2e-12, "top5": 1.0}}, "not the mean"),
+    ({"metrics": {"top1": 0.5}}, "'top5' has no metric"),
+    ({"sample_ids": ["a", "b", "c"]}, "2 rows for 3 ids"),
+    ({"metrics": {"top1": float("nan"), "top5": 1.0}}, "non-finite"),
+    ({"metrics": {"top5": 1.0}, "samples": {"top5": np.ones(2)}}, "headline"),
+])
+def test_check_result_refuses_inconsistent_results(change, message):
+    import dataclasses
+
+    from harness.probe_run import check_result
+    from harness.probes import ProbeResult, get_probe
+
+    spec = get_probe("classification")
+    good = ProbeResult({"top1": 0.5, "top5": 1.0}, ["a", "b"], {"top1": np.array([0.0, 1.0]),
+                                                              "top5": np.array([1.0, 1.0])}, "image")
+    check_result(spec, good)
+    check_result(spec, dataclasses.replace(good, metrics={"top1": 0.5 + 1e-13, "top5": 1.0}))  # rounding
+    with pytest.raises((ValueError, KeyError), match=message):
+        check_result(spec, dataclasses.replace(good, **change))

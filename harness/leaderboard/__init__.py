@@ -1,5 +1,7 @@
-"""The leaderboard: the record corpus loaded into DuckDB, ranked per comparability group, and
-rendered as the Markdown pages of the mkdocs site. Everything here is a pure function of the corpus."""
+"""The leaderboard: the record corpus loaded into DuckDB, ranked per comparability group, given
+uncertainty from the runs' per-sample scores (`statistics`, `analysis`), and rendered as the Markdown
+pages and SVG figures of the mkdocs site. Everything here is a pure function of the corpus and those
+per-sample files."""
 
 from harness.leaderboard.comparability import (
     COMPARABILITY_FIELDS,

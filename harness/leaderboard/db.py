@@ -5,7 +5,9 @@
 - `records`: one row per run (nested blocks as canonical JSON text, so equal values compare equal);
 - `metrics`: one row per (run, metric), with the metric's direction and `verify` tolerance;
 - `backbones`: one row per distinct (backbone name, identity), with its weights, architecture and
-  preprocessing blocks as canonical JSON text.
+  preprocessing blocks as canonical JSON text;
+
+and defines the view `board_rows`: every ok run placed on its board (rank, normalised rank).
 
 The query functions return plain lists of dicts in a fixed order, so a page rendered from them is a
 pure function of the corpus.
@@ -110,6 +112,7 @@ def connect_corpus(records: list[Record]) -> duckdb.DuckDBPyConnection:
         if (b := r.backbone) is not None
     }
     _insert(con, "backbones", list(backbone_rows.values()))
+    con.execute(_BOARD_ROWS_VIEW)
     return con
 
 
@@ -170,7 +173,7 @@ def _record_row(record: Record) -> tuple[Any, ...]:
     )
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
     result = con.execute(sql, params or [])
     columns = [d[0] for d in result.description]
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
@@ -182,7 +185,14 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = 
 # `higher_is_better`; RANK() gives tied values the same rank and skips the next (1, 1, 3). Controls
 # are ranked in their own partition and never receive a rank, so a random-init control can neither
 # take nor push down a pretrained backbone's place.
-_BOARD_ROWS_SQL = """
+#
+# Normalised rank puts boards of different sizes on one scale: with m ranked pretrained rows,
+# (number of pretrained rows strictly better) / (m - 1), so 0 is best and 1 worst; a lone pretrained
+# row gets 0. For a pretrained row the count is rank - 1. A control gets the position it would take
+# among the pretrained rows, capped at 1 (worse than all of them reads as 1), so it can be shown
+# beside them without being ranked.
+_BOARD_ROWS_VIEW = """
+CREATE VIEW board_rows AS
 WITH ok AS (
     SELECT r.*, m.higher_is_better AS headline_higher_is_better
     FROM records r
@@ -199,24 +209,34 @@ scored AS (
     FROM ok JOIN board USING (comparability_key)
 ),
 ranked AS (
-    SELECT *,
+    SELECT s.*,
            RANK() OVER (
-               PARTITION BY comparability_key, control, headline_value IS NULL ORDER BY sort_value
-           ) AS partition_rank
-    FROM scored
-),
-run_metrics AS (
+               PARTITION BY s.comparability_key, s.control, s.headline_value IS NULL ORDER BY s.sort_value
+           ) AS partition_rank,
+           count(*) FILTER (WHERE NOT s.control AND s.headline_value IS NOT NULL)
+               OVER (PARTITION BY s.comparability_key) AS ranked_count,
+           (SELECT count(*) FROM scored p
+            WHERE p.comparability_key = s.comparability_key AND NOT p.control
+              AND p.headline_value IS NOT NULL AND p.sort_value < s.sort_value) AS better_count
+    FROM scored s
+)
+SELECT comparability_key, run_id, backbone_name, backbone_identity, control, headline_value, sort_value,
+       CASE WHEN NOT control AND headline_value IS NOT NULL THEN partition_rank END AS rank,
+       ranked_count,
+       CASE WHEN headline_value IS NOT NULL AND ranked_count > 0
+            THEN least(better_count::DOUBLE / greatest(ranked_count - 1, 1), 1.0) END AS normalised_rank
+FROM ranked
+"""
+
+_BOARD_ROWS_SQL = """
+WITH run_metrics AS (
     SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
     FROM metrics GROUP BY run_id
 )
-SELECT ranked.comparability_key, ranked.run_id, ranked.backbone_name, ranked.backbone_identity,
-       ranked.control, ranked.headline_value,
-       CASE WHEN NOT ranked.control AND ranked.headline_value IS NOT NULL THEN ranked.partition_rank END
-           AS rank,
-       run_metrics.metrics
-FROM ranked LEFT JOIN run_metrics USING (run_id)
-ORDER BY ranked.comparability_key, ranked.control, ranked.headline_value IS NULL, ranked.sort_value,
-         ranked.backbone_name, ranked.run_id
+SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.headline_value,
+       b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
+FROM board_rows b LEFT JOIN run_metrics USING (run_id)
+ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name, b.run_id
 """
 
 _BOARDS_SQL = f"""
@@ -251,14 +271,15 @@ def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One dict per board: its comparability fields, `metrics` (columns) and ranked `rows`.
 
     Each row has run_id, backbone_name, backbone_identity, control, headline_value, rank (None for a
-    control or a run without a headline value) and `metrics` ({name: value}).
+    control or a run without a headline value), ranked_count (ranked pretrained rows on the board),
+    normalised_rank (see `_BOARD_ROWS_VIEW`) and `metrics` ({name: value}).
     """
-    board_list = _fetch(con, _BOARDS_SQL)
+    board_list = fetch(con, _BOARDS_SQL)
     columns: dict[str, list[dict[str, Any]]] = {}
-    for metric in _fetch(con, _BOARD_METRICS_SQL):
+    for metric in fetch(con, _BOARD_METRICS_SQL):
         columns.setdefault(metric["comparability_key"], []).append(metric)
     rows: dict[str, list[dict[str, Any]]] = {}
-    for row in _fetch(con, _BOARD_ROWS_SQL):
+    for row in fetch(con, _BOARD_ROWS_SQL):
         row["metrics"] = {m["metric"]: m["value"] for m in row["metrics"] or []}
         rows.setdefault(row.pop("comparability_key"), []).append(row)
 
@@ -290,7 +311,7 @@ def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    return _fetch(con, f"""
+    return fetch(con, f"""
         SELECT run_id, backbone_name, task, level, dataset_name, split,
                failure_phase, failure_type, failure_message
         FROM records WHERE status = 'failed'
@@ -300,7 +321,7 @@ def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per task: level, number of boards, ok runs and failed runs."""
-    return _fetch(con, f"""
+    return fetch(con, f"""
         SELECT level, task,
                count(DISTINCT comparability_key) FILTER (WHERE status = 'ok') AS boards,
                count(*) FILTER (WHERE status = 'ok') AS ok_runs,
@@ -313,7 +334,7 @@ def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def backbone_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per backbone name: control or not, its identities (one per precision/pin), run counts."""
-    summary = _fetch(con, """
+    summary = fetch(con, """
         SELECT backbone_name, bool_or(control) AS control,
                list(DISTINCT backbone_identity ORDER BY backbone_identity)
                    FILTER (WHERE backbone_identity IS NOT NULL) AS identities,
@@ -331,7 +352,7 @@ def backbone_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
     """The identity blocks recorded for one backbone name, with weights/architecture/preprocess decoded."""
-    rows = _fetch(con, """
+    rows = fetch(con, """
         SELECT identity, control, weights, architecture, preprocess
         FROM backbones WHERE backbone_name = ? ORDER BY identity
     """, [backbone_name])
@@ -342,8 +363,21 @@ def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> l
 
 
 def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
-    return _fetch(con, f"""
+    return fetch(con, f"""
         SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value
         FROM records WHERE backbone_name = ?
         ORDER BY {_LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, run_id
     """, [backbone_name])
+
+
+def level_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per level: number of tasks, boards, ok runs and failed runs."""
+    return fetch(con, f"""
+        SELECT level, count(DISTINCT task) AS tasks,
+               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok') AS boards,
+               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
+               count(*) FILTER (WHERE status = 'failed') AS failed_runs
+        FROM records
+        GROUP BY level
+        ORDER BY {_LEVEL_ORDER}
+    """)

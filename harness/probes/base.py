@@ -1,7 +1,8 @@
 """The probe registry and the contract every probe follows.
 
 A probe declares its level, protocol name (versioned), feature mode and headline metric, and maps
-cached features + a manifest to metrics. It never sees a backbone: only arrays read from the cache.
+cached features + a manifest to a `ProbeResult`: metrics plus the per-sample scores behind them. It
+never sees a backbone: only arrays read from the cache.
 """
 
 from __future__ import annotations
@@ -17,13 +18,27 @@ from harness.registry import Registry
 
 
 @dataclass(frozen=True)
+class ProbeResult:
+    """A probe's metrics and, for every mean-decomposable metric, its per-sample column.
+
+    `samples[name].mean() == metrics[name]` for every column (probe_run checks it); metrics that do not
+    decompose over evaluation samples (macro-F1, train accuracy) have no column.
+    """
+
+    metrics: dict[str, float]
+    sample_ids: list[str]  # one per row, unique, in the probe's evaluation order
+    samples: dict[str, np.ndarray]  # column name -> (len(sample_ids),) float64 scores
+    unit: str  # what one sample is: "image", "query", "point"
+
+
+@dataclass(frozen=True)
 class ProbeSpec:
     name: str
     level: Literal["high", "mid", "low"]
     protocol: str
     feature_mode: Literal["pooled", "dense"]
     headline: str
-    run: Callable[..., dict[str, float]]
+    run: Callable[[ProbeInputs], ProbeResult]
     lower_is_better: frozenset[str] = frozenset()
     # |difference| `verify` accepts on every metric: the same CPU build reproduces a run exactly.
     tolerance: float = 0.0

@@ -5,6 +5,9 @@ trained with mini-batch AdamW and cross-entropy for a fixed number of epochs (no
 no validation-based selection, so the number is a function of the record's hyperparameters alone).
 Reported: top-1, top-5, class-balanced macro-F1 (BioBench's headline for long-tailed data), and the
 training split's top-1 so that underfitting is visible beside the evaluation numbers.
+
+Per-sample scores (unit "image", id = the eval item's path): `top1` and `top5`, 1.0 where the item is
+correct. macro-F1 and train top-1 do not decompose over eval images and have no column.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 import torch
 from sklearn.metrics import f1_score
 
-from harness.probes.base import ProbeInputs, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
 
 def train_linear_probe(
@@ -51,14 +54,19 @@ def _train(
     return head.eval()
 
 
-def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
+def topk_correct(logits: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """(N,) float64: 1.0 where the label is among the k highest logits."""
     k = min(k, logits.shape[1])
     # stable argsort: ties broken by class index, the same on every machine
     top = np.argsort(-logits, axis=1, kind="stable")[:, :k]
-    return float((top == labels[:, None]).any(axis=1).mean())
+    return (top == labels[:, None]).any(axis=1).astype(np.float64)
 
 
-def run_classification(inputs: ProbeInputs) -> dict[str, float]:
+def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
+    return float(topk_correct(logits, labels, k).mean())
+
+
+def run_classification(inputs: ProbeInputs) -> ProbeResult:
     p = inputs.params
     train = inputs.manifest.split(p["train_split"])
     test = inputs.manifest.split(p["eval_split"])
@@ -77,13 +85,12 @@ def run_classification(inputs: ProbeInputs) -> dict[str, float]:
         logits_train = head(torch.from_numpy(x_train)).numpy()
         logits_test = head(torch.from_numpy(x_test)).numpy()
     predictions = np.argmax(logits_test, axis=1)
-    return {
-        "top1": topk_accuracy(logits_test, y_test, 1),
-        "top5": topk_accuracy(logits_test, y_test, 5),
-        "macro_f1": float(f1_score(y_test, predictions, average="macro", labels=np.arange(num_classes),
-                                   zero_division=0)),
-        "train_top1": topk_accuracy(logits_train, y_train, 1),
-    }
+    samples = {"top1": topk_correct(logits_test, y_test, 1), "top5": topk_correct(logits_test, y_test, 5)}
+    metrics = {name: float(column.mean()) for name, column in samples.items()}
+    metrics["macro_f1"] = float(f1_score(y_test, predictions, average="macro", labels=np.arange(num_classes),
+                                         zero_division=0))
+    metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
+    return ProbeResult(metrics, [item.path for item in test], samples, unit="image")
 
 
 CLASSIFICATION = register_probe(ProbeSpec(

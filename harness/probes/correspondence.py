@@ -9,6 +9,9 @@ H·p lie inside the central region (`margin`), which every backbone's centre cro
 `ceiling_pck@t` is the best any matcher could do on this feature grid: the fraction of points whose
 *nearest cell centre* to the true location is within t pixels. A backbone with 32-pixel cells cannot
 reach PCK@8 = 1 however good its features are; read PCK against its ceiling.
+
+Per-sample scores (unit "point", id = "<pair target path>#<index of the point among the pair's kept
+points>"): `pck@t` and `ceiling_pck@t` (0/1) and `mean_error_px` (that point's error in pixels).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.datasets.homography import apply_homography
-from harness.probes.base import ProbeInputs, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
 
 def evaluation_points(size: int, per_side: int, margin: float, homography: np.ndarray) -> np.ndarray:
@@ -54,13 +57,13 @@ def match_pair(source: np.ndarray, target: np.ndarray, points: np.ndarray, geome
     return centres[best], centres
 
 
-def run_correspondence(inputs: ProbeInputs) -> dict[str, float]:
+def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
     p = inputs.params
     manifest = inputs.manifest
     size = manifest.params["size"]
     by_path = {item.path: item for item in manifest.items}
     thresholds = list(p["thresholds_px"])
-    errors, ceiling_errors = [], []
+    errors, ceiling_errors, sample_ids = [], [], []
     for pair in manifest.extra["pairs"]:
         homography = np.asarray(pair["homography"])
         points = evaluation_points(size, p["points_per_side"], p["margin"], homography)
@@ -71,11 +74,14 @@ def run_correspondence(inputs: ProbeInputs) -> dict[str, float]:
         errors.append(np.linalg.norm(predicted - truth, axis=1))
         distances = np.linalg.norm(truth[:, None, :] - centres[None, :, :], axis=2)
         ceiling_errors.append(distances.min(axis=1))
-    error, ceiling = np.concatenate(errors), np.concatenate(ceiling_errors)
-    metrics = {f"pck@{t}": float((error <= t).mean()) for t in thresholds}
-    metrics |= {f"ceiling_pck@{t}": float((ceiling <= t).mean()) for t in thresholds}
-    metrics["mean_error_px"] = float(error.mean())
-    return metrics
+        sample_ids += [f"{pair['target']}#{index}" for index in range(len(points))]
+    error = np.concatenate(errors).astype(np.float64)
+    ceiling = np.concatenate(ceiling_errors).astype(np.float64)
+    columns = {f"pck@{t}": (error <= t).astype(np.float64) for t in thresholds}
+    columns |= {f"ceiling_pck@{t}": (ceiling <= t).astype(np.float64) for t in thresholds}
+    columns["mean_error_px"] = error
+    metrics = {name: float(column.mean()) for name, column in columns.items()}
+    return ProbeResult(metrics, sample_ids, columns, unit="point")
 
 
 CORRESPONDENCE = register_probe(ProbeSpec(

@@ -1,0 +1,249 @@
+"""The statistics behind the site, computed once per render from the boards and the per-sample files.
+
+- per run and per-sample column: a bootstrap interval (`Analysis.intervals`);
+- per board: paired tests between its ranked rows, Holm-adjusted, and the tie groups they imply;
+  whether its metrics order the backbones differently;
+- across boards: the normalised-rank heatmap with its aggregate, and rank agreement between boards.
+
+Every seed is derived from the names of what is measured (see `statistics.derived_seed`), so the
+numbers do not depend on which page asks first or on the order of the records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from harness.leaderboard import db, db_heatmap
+from harness.leaderboard.statistics import (
+    ALPHA,
+    RESAMPLES,
+    Correlation,
+    Interval,
+    PairedTest,
+    PairingError,
+    bootstrap_ci,
+    derived_seed,
+    group_label,
+    holm,
+    kendall_tau_b,
+    paired_bootstrap,
+    rank_correlation,
+    tie_groups,
+)
+from harness.records import Record
+from harness.samples import SamplesError, read_samples
+
+# |mean of a per-sample column - the record's metric| above this means the file is not the run's.
+_MEAN_TOLERANCE = 1e-9
+
+# Fields that tell apart boards sharing a task and dataset, in the order a label names them.
+_LABEL_FIELDS = (
+    ("split", "{} split"), ("protocol", "{}"), ("pooling_requested", "pooling {}"), ("feature_mode", "{}"),
+    ("layers", "layers {}"), ("precision", "{}"), ("image_size", "{} px"),
+)
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    ids: list[str]
+    columns: dict[str, np.ndarray]
+    unit: str
+
+
+@dataclass
+class BoardStats:
+    code: str  # "B1", "B2", … in board order
+    label: str  # "classification (cifar10, 32 px)"
+    tested: list[str] = field(default_factory=list)  # ranked run ids with headline samples, rank order
+    pairs: dict[tuple[str, str], PairedTest] = field(default_factory=dict)  # (upper, lower) run ids
+    adjusted: dict[tuple[str, str], float] = field(default_factory=dict)  # Holm over all pairs
+    groups: dict[str, str] = field(default_factory=dict)  # run id -> tie group letter
+    without_samples: list[str] = field(default_factory=list)  # backbone names of rows lacking them
+    disagreements: list[tuple[str, float, int]] = field(default_factory=list)  # (metric, tau, n)
+    sample_count: int | None = None  # samples per run, from the first tested row
+    unit: str | None = None  # what one sample is
+
+    @property
+    def adjacent(self) -> list[tuple[str, str]]:
+        return list(itertools.pairwise(self.tested))
+
+    @property
+    def p_floor(self) -> float:
+        """The smallest Holm-adjusted p-value these pairs can reach with `RESAMPLES` resamples."""
+        return min(1.0, len(self.pairs) * 2.0 / (RESAMPLES + 1))
+
+
+@dataclass(frozen=True)
+class HeatmapRow:
+    backbone_name: str
+    control: bool
+    aggregate: float | None  # mean normalised rank, only with a cell on every column
+    missing: list[str]  # comparability keys of columns without a cell
+
+
+@dataclass
+class Analysis:
+    boards: list[dict[str, Any]]
+    stats: dict[str, BoardStats]  # by comparability key
+    intervals: dict[tuple[str, str], Interval]  # (run id, metric) for every per-sample column
+    columns: list[dict[str, Any]]  # the heatmap's boards: those with a ranked pretrained row
+    cells: dict[tuple[str, str], dict[str, Any]]  # (backbone name, comparability key) -> cell
+    heatmap: list[HeatmapRow]
+    agreement: dict[tuple[str, str], Correlation]  # (key, key) for columns i <= j in column order
+
+    def board(self, key: str) -> dict[str, Any]:
+        return next(b for b in self.boards if b["comparability_key"] == key)
+
+
+def load_samples(records: list[Record], root: Path) -> dict[str, RunSamples]:
+    """Per-sample scores of every ok run that has them, checked against the record's metrics."""
+    loaded = {}
+    for record in sorted(records, key=lambda r: r.run_id):
+        info = record.samples
+        if record.status != "ok" or info is None:
+            continue
+        if not (root / info.path).is_file():
+            raise SamplesError(f"{root / info.path}: the per-sample scores of {record.run_id} are missing; "
+                               "the site needs them beside the corpus")
+        ids, columns = read_samples(info, root)
+        for name, column in sorted(columns.items()):
+            value = record.metrics.get(name)
+            if value is None or len(column) == 0 or abs(float(column.mean()) - value) > _MEAN_TOLERANCE:
+                raise SamplesError(f"{root / info.path}: column {name!r} does not average to the metric "
+                                   f"{record.run_id} records ({value!r})")
+        loaded[record.run_id] = RunSamples(ids, columns, info.unit)
+    return loaded
+
+
+def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> Analysis:
+    boards = db.boards(con)
+    samples = load_samples(records, root)
+    intervals = {
+        (run_id, name): bootstrap_ci(column, derived_seed("ci", run_id, name))
+        for run_id, run in samples.items()
+        for name, column in sorted(run.columns.items())
+    }
+    labels = board_labels(boards)
+    stats = {
+        board["comparability_key"]: _board_stats(board, f"B{number}", labels[board["comparability_key"]], samples)
+        for number, board in enumerate(boards, start=1)
+    }
+    columns = [b for b in boards if any(row["rank"] is not None for row in b["rows"])]
+    cells = {(c["backbone_name"], c["comparability_key"]): c for c in db_heatmap.board_cells(con)}
+    return Analysis(boards, stats, intervals, columns, cells, _heatmap(con), _agreement(columns, cells))
+
+
+def board_labels(boards: list[dict[str, Any]]) -> dict[str, str]:
+    """"task (dataset)", plus whichever fields differ among boards sharing both, then the key if needed."""
+    by_name: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for board in boards:
+        by_name.setdefault((board["task"], str(board["dataset_name"])), []).append(board)
+    labels = {}
+    for (task, dataset), group in by_name.items():
+        varying = [(name, form) for name, form in _LABEL_FIELDS if len({str(b[name]) for b in group}) > 1]
+        texts = {b["comparability_key"]: ", ".join([dataset, *(form.format(b[n]) for n, form in varying)])
+                 for b in group}
+        clash = len(set(texts.values())) < len(texts)
+        for key, text in texts.items():
+            labels[key] = f"{task} ({text}, {key})" if clash else f"{task} ({text})"
+    return labels
+
+
+def _board_stats(board: dict[str, Any], code: str, label: str, samples: dict[str, RunSamples]) -> BoardStats:
+    stats = BoardStats(code, label)
+    headline = board["headline_metric"]
+    for row in board["rows"]:
+        run = samples.get(row["run_id"])
+        if run is None or headline not in run.columns:
+            stats.without_samples.append(row["backbone_name"])
+        elif row["rank"] is not None:
+            stats.tested.append(row["run_id"])
+            if stats.sample_count is None:
+                stats.sample_count, stats.unit = len(run.ids), run.unit
+    for upper, lower in itertools.combinations(stats.tested, 2):
+        a, b = samples[upper], samples[lower]
+        seed = derived_seed("paired", *sorted((upper, lower)), headline)
+        try:
+            stats.pairs[upper, lower] = paired_bootstrap(a.ids, a.columns[headline], b.ids, b.columns[headline], seed)
+        except PairingError as error:
+            raise PairingError(f"board {board['comparability_key']} ({label}): {upper} vs {lower}: {error}") from None
+    for pair, adjusted in zip(stats.pairs, holm([t.p_value for t in stats.pairs.values()]), strict=True):
+        stats.adjusted[pair] = adjusted
+    if stats.tested:
+        groups = tie_groups([stats.adjusted[pair] for pair in stats.adjacent], ALPHA)
+        stats.groups = {run_id: group_label(g) for run_id, g in zip(stats.tested, groups, strict=True)}
+    stats.disagreements = metric_disagreements(board)
+    return stats
+
+
+def metric_disagreements(board: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """Metrics whose order of the ranked backbones differs from the headline's: Kendall τ-b < 1.
+
+    Each metric is oriented by its direction first, so τ = 1 means "the same order". Only ranked rows
+    with both values count; a metric that is constant over them orders nothing and is not reported.
+    """
+    headline = board["headline_metric"]
+    ranked = [row for row in board["rows"] if row["rank"] is not None]
+    found = []
+    for metric in board["metrics"]:
+        name, higher = metric["metric"], metric["higher_is_better"]
+        if name == headline or higher is None:
+            continue
+        rows = [r for r in ranked if name in r["metrics"] and headline in r["metrics"]]
+        if len(rows) < 2:
+            continue
+        sign = 1.0 if board["higher_is_better"] else -1.0
+        x = np.array([sign * r["metrics"][headline] for r in rows])
+        y = np.array([(1.0 if higher else -1.0) * r["metrics"][name] for r in rows])
+        tau = float(kendall_tau_b(x, y))
+        if not math.isnan(tau) and tau < 1.0 - 1e-12:
+            found.append((name, tau, len(rows)))
+    return found
+
+
+def _heatmap(con: duckdb.DuckDBPyConnection) -> list[HeatmapRow]:
+    """Rows in display order: pretrained with an aggregate (best first), pretrained without, controls."""
+    rows = []
+    for coverage in db_heatmap.backbone_coverage(con):
+        ranks, missing = coverage["ranks"], coverage["missing"]
+        aggregate = None
+        if not coverage["control"] and ranks and not missing:
+            aggregate = math.fsum(ranks) / len(ranks)  # fsum: exact, whatever order the values came in
+        rows.append(HeatmapRow(coverage["backbone_name"], coverage["control"], aggregate, missing))
+    return sorted(rows, key=lambda r: (r.control, r.aggregate is None, r.aggregate or 0.0, r.backbone_name))
+
+
+def _agreement(
+    columns: list[dict[str, Any]], cells: dict[tuple[str, str], dict[str, Any]]
+) -> dict[tuple[str, str], Correlation]:
+    """Spearman/Kendall between every pair of heatmap columns over the pretrained backbones in both.
+
+    Headline values are oriented so that higher is better on both sides: a positive correlation means
+    the boards agree. Controls are left out: being bad everywhere, they would inflate agreement.
+    """
+    oriented: dict[str, dict[str, float]] = {}
+    for board in columns:
+        sign = 1.0 if board["higher_is_better"] else -1.0
+        key = board["comparability_key"]
+        oriented[key] = {
+            name: sign * cell["headline_value"]
+            for (name, cell_key), cell in cells.items()
+            if cell_key == key and not cell["control"] and cell["headline_value"] is not None
+        }
+    agreement = {}
+    for i, first in enumerate(columns):
+        for second in columns[i:]:
+            a, b = oriented[first["comparability_key"]], oriented[second["comparability_key"]]
+            common = sorted(a.keys() & b.keys())
+            seed = derived_seed("agreement", *sorted((first["comparability_key"], second["comparability_key"])))
+            agreement[first["comparability_key"], second["comparability_key"]] = rank_correlation(
+                [a[name] for name in common], [b[name] for name in common], seed
+            )
+    return agreement

@@ -1,0 +1,191 @@
+"""Task pages (every board of a task, with intervals, tie groups and failed runs) and level pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.leaderboard.analysis import Analysis, BoardStats
+from harness.leaderboard.markdown import (
+    MISSING,
+    backbone_link,
+    board_anchor,
+    board_link,
+    cell,
+    code,
+    count,
+    dataset_text,
+    number,
+    p_value,
+    page,
+    protocol_link,
+    run_link,
+    table,
+    task_link,
+    truncate,
+    with_interval,
+)
+from harness.leaderboard.statistics import ALPHA, RESAMPLES
+
+
+def level_link(level: str, prefix: str) -> str:
+    return f"[{cell(level)}]({prefix}levels/{level}.md)"
+
+
+def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
+    """One board: what was held fixed, caveats, the ranked table with intervals and tie groups."""
+    key = board["comparability_key"]
+    stats = analysis.stats[key]
+    size = MISSING if board["image_size"] is None else f"{board['image_size']} px"
+    headline = board["headline_metric"]
+    lines = [
+        f"## {cell(board['dataset_name'])} ({cell(board['split'])}), {cell(board['protocol'])}, "
+        f"pooling {cell(board['pooling_requested'])}, {cell(board['precision'])}, {size} {{ #{board_anchor(key)} }}",
+        "",
+        f"Board **{stats.code}**, {cell(stats.label)}; comparability key {code(key)}",
+        "",
+        f"Protocol {protocol_link(board['protocol'], '../')}. Features: {cell(board['feature_mode'])}, layers "
+        f"{code(board['layers'])}; protocol parameters {code(board['protocol_params'])}; dataset identity "
+        f"{code(board['dataset_identity'])}. Ranked by **{cell(headline)}** "
+        f"({'higher' if board['higher_is_better'] else 'lower'} is better); tied values share a rank. "
+        + _directions(board["metrics"]),
+        "",
+        "Caveats: " + "; ".join(_caveats(board, stats)) + ".",
+        "",
+    ]
+    if stats.disagreements:
+        parts = [f"{cell(headline)} and {cell(metric)} (Kendall τ-b {tau:.2f} over {n} backbones)"
+                 for metric, tau, n in stats.disagreements]
+        lines += [f"Metric disagreement: the metrics order the backbones differently: {'; '.join(parts)}. "
+                  f"The rank follows {cell(headline)}.", ""]
+    names = [m["metric"] for m in board["metrics"]]
+    has_interval = any((row["run_id"], headline) in analysis.intervals for row in board["rows"])
+    headline_head = f"**{cell(headline)}**" + (" [95% CI]" if has_interval else "")
+    header = ["Rank", "Backbone", *(headline_head if n == headline else cell(n) for n in names), "Tie group", "Run"]
+    rows = []
+    for row in board["rows"]:
+        rank = "control" if row["control"] else (MISSING if row["rank"] is None else str(row["rank"]))
+        values = []
+        for name in names:
+            value = row["metrics"].get(name)
+            # A missing cell stays visibly missing: never filled, never averaged over.
+            values.append(with_interval(value, analysis.intervals.get((row["run_id"], name)))
+                          if name == headline else number(value))
+        rows.append([rank, backbone_link(row["backbone_name"], "../"), *values,
+                     stats.groups.get(row["run_id"], MISSING), run_link(row["run_id"], "../")])
+    lines += [*table(header, rows), ""]
+    return lines + _adjacent_tests(board, stats)
+
+
+def _caveats(board: dict[str, Any], stats: BoardStats) -> list[str]:
+    ranked = sum(1 for row in board["rows"] if row["rank"] is not None)
+    notes = []
+    if stats.sample_count is not None:
+        notes.append(f"{count(stats.sample_count, cell(stats.unit))} per run")
+    if stats.without_samples and not stats.tested:
+        notes.append("no per-sample scores, so no confidence intervals or tie groups on this board")
+    elif stats.without_samples:
+        notes.append("no per-sample scores for " + ", ".join(cell(n) for n in stats.without_samples)
+                     + " (no interval or tie group)")
+    if ranked == 0:
+        notes.append("controls only: nothing is ranked")
+    elif ranked == 1:
+        notes.append("one pretrained backbone: its rank compares it with nothing")
+    if len(stats.tested) > 1 and stats.p_floor >= ALPHA:
+        notes.append(f"with {len(stats.pairs)} pairs and {RESAMPLES} resamples no Holm-adjusted p-value can fall "
+                     f"below {stats.p_floor:.4f}, so every row is tied: ties here mean \"not resolvable\"")
+    notes.append(f"see the protocol's notes in {protocol_link(board['protocol'], '../')}")
+    return notes
+
+
+def _adjacent_tests(board: dict[str, Any], stats: BoardStats) -> list[str]:
+    if len(stats.tested) < 2:
+        return []
+    names = {row["run_id"]: row["backbone_name"] for row in board["rows"]}
+    lines = [
+        f"Paired bootstrap on {cell(board['headline_metric'])} between adjacent ranked rows (difference = upper − "
+        f"lower, {RESAMPLES} resamples); p-values Holm-adjusted over all {len(stats.pairs)} pairs on this board. "
+        f"A row is tied with the row above when the adjusted p-value is ≥ {ALPHA}.",
+        "",
+    ]
+    rows = []
+    for upper, lower in stats.adjacent:
+        test = stats.pairs[upper, lower]
+        adjusted = stats.adjusted[upper, lower]
+        rows.append([cell(names[upper]), cell(names[lower]),
+                     f"{test.difference:+.4f} [{test.low:+.4f}, {test.high:+.4f}]",
+                     p_value(test.p_value), p_value(adjusted), "yes" if adjusted >= ALPHA else "no"])
+    return [*lines, *table(["Upper", "Lower", "Difference [95% CI]", "p", "Holm p", "Tied"], rows), ""]
+
+
+def _directions(metrics: list[dict[str, Any]]) -> str:
+    parts = []
+    for wanted, label in ((True, "Higher is better"), (False, "Lower is better")):
+        names = [cell(m["metric"]) for m in metrics if m["higher_is_better"] is wanted]
+        if names:
+            parts.append(f"{label}: {', '.join(names)}.")
+    return " ".join(parts)
+
+
+def render_task_page(
+    task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis
+) -> str:
+    lines = [
+        f"# {cell(task['task'])}",
+        "",
+        f"Level: {level_link(task['level'], '../')}. {count(task['ok_runs'], 'successful run')} on "
+        f"{count(task['boards'], 'board')}, {count(task['failed_runs'], 'failed run')}. "
+        "Each board holds runs that share a comparability key; numbers on different boards are not "
+        "comparable. Headline values carry a 95% bootstrap interval over the run's per-sample scores; "
+        "rows sharing a tie group letter are not significantly different "
+        "(see the [reading guide](../index.md#reading-guide)).",
+        "",
+    ]
+    if not boards:
+        lines += ["No successful runs.", ""]
+    for board in boards:
+        lines += render_board(board, analysis)
+    lines += ["## Failed runs", ""]
+    if failed:
+        lines += table(
+            ["Run", "Backbone", "Dataset", "Phase", "Error type", "Message"],
+            [[run_link(f["run_id"], "../"), backbone_link(f["backbone_name"], "../"), dataset_text(f),
+              cell(f["failure_phase"]), cell(f["failure_type"]), cell(truncate(f["failure_message"]))]
+             for f in failed],
+        )
+    else:
+        lines.append("None.")
+    return page(lines)
+
+
+def render_level_page(level: dict[str, Any], tasks: list[dict[str, Any]], analysis: Analysis) -> str:
+    boards = [b for b in analysis.boards if b["level"] == level["level"]]
+    lines = [
+        f"# {cell(level['level'])}-level tasks",
+        "",
+        f"{count(level['tasks'], 'task')}, {count(level['boards'], 'board')}, "
+        f"{count(level['ok_runs'], 'successful run')}, {count(level['failed_runs'], 'failed run')}.",
+        "",
+        "## Tasks",
+        "",
+        *table(["Task", "Boards", "OK runs", "Failed runs"],
+               [[task_link(t["task"], "../"), str(t["boards"]), str(t["ok_runs"]), str(t["failed_runs"])]
+                for t in tasks]),
+        "",
+        "## Boards",
+        "",
+    ]
+    if not boards:
+        return page([*lines, "No successful runs."])
+    rows = []
+    for board in boards:
+        stats = analysis.stats[board["comparability_key"]]
+        ranked = [r for r in board["rows"] if r["rank"] is not None]
+        best = ", ".join(backbone_link(r["backbone_name"], "../") for r in ranked if r["rank"] == 1) or MISSING
+        top_group = [backbone_link(r["backbone_name"], "../") for r in ranked if stats.groups.get(r["run_id"]) == "A"]
+        rows.append([
+            stats.code, board_link(stats.label, board["task"], board["comparability_key"], "../"),
+            protocol_link(board["protocol"], "../"), cell(board["headline_metric"]), str(len(ranked)),
+            str(sum(1 for r in board["rows"] if r["control"])), best, ", ".join(top_group) or MISSING,
+        ])
+    lines += table(["Code", "Board", "Protocol", "Headline", "Ranked", "Controls", "Rank 1", "Tie group A"], rows)
+    return page(lines)

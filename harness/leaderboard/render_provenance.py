@@ -1,0 +1,164 @@
+"""One provenance page per record: what exactly was run, on what, where, and how to run it again."""
+
+from __future__ import annotations
+
+import re
+
+from harness.leaderboard.analysis import Analysis
+from harness.leaderboard.comparability import comparability_key
+from harness.leaderboard.markdown import (
+    MISSING,
+    backbone_link,
+    board_link,
+    cell,
+    code,
+    key_value_table,
+    number,
+    page,
+    protocol_link,
+    table,
+    task_link,
+    value_text,
+    with_interval,
+)
+from harness.leaderboard.render_backbones import weights_items
+from harness.leaderboard.render_boards import level_link
+from harness.records import Record
+
+ENVIRONMENT_FIELDS = (
+    "harness_version", "git_commit", "git_dirty", "python", "torch", "timm", "open_clip", "numpy", "device", "image",
+)
+
+
+def grid_of(run_id: str) -> str:
+    """The grid a run belongs to: run ids are "<grid>-<task>@<backbone>" and grid names have no "-"."""
+    return run_id.split("-", 1)[0]
+
+
+def rerun_commands(record: Record) -> list[str]:
+    return [
+        f"dvc repro {record.run_id}",
+        f"visbench-harness verify grid={grid_of(record.run_id)} task={record.task} backbone={record.backbone_name}",
+    ]
+
+
+def render_run_page(record: Record, analysis: Analysis) -> str:
+    lines = [
+        f"# {cell(record.run_id)}",
+        "",
+        f"Status: **{record.status}**. Task {task_link(record.task, '../')} (level "
+        f"{level_link(record.level, '../')}), backbone {backbone_link(record.backbone_name, '../')}.",
+        "",
+        *_placement(record, analysis),
+        "## Re-run",
+        "",
+        f"DVC stage {code(record.run_id)}. Re-run it through DVC, or re-run it into a scratch folder and "
+        "compare every metric with this record:",
+        "",
+        "```bash",
+        *rerun_commands(record),
+        "```",
+        "",
+        "## Result",
+        "",
+    ]
+    if record.failure is not None:
+        failure = record.failure
+        lines += [f"Failed in phase {code(failure.phase)} with {code(failure.error_type)}:", "",
+                  *_fenced(failure.message), ""]
+    if record.metrics:
+        lines += table(
+            ["Metric", "Value [95% CI]", "Higher is better", "Tolerance"],
+            [[cell(name), with_interval(value, analysis.intervals.get((record.run_id, name))),
+              _yes_no(record.higher_is_better.get(name)), number(record.tolerances.get(name))]
+             for name, value in sorted(record.metrics.items(), key=lambda kv: (kv[0] != record.headline_metric,
+                                                                               kv[0]))],
+        )
+        lines += ["", f"Headline metric: {cell(record.headline_metric)}. Intervals are percentile bootstrap "
+                  "intervals over the per-sample scores; metrics without a per-sample column have none.", ""]
+    lines += _identities(record)
+    lines += _settings(record)
+    lines += ["## Environment", ""]
+    lines += key_value_table([(name, getattr(record.environment, name)) for name in ENVIRONMENT_FIELDS])
+    lines += ["", f"Schema version {record.schema_version}; duration {record.duration_s:.3f} s."]
+    return page(lines)
+
+
+def _placement(record: Record, analysis: Analysis) -> list[str]:
+    for board in analysis.boards:
+        for row in board["rows"]:
+            if row["run_id"] != record.run_id:
+                continue
+            stats = analysis.stats[board["comparability_key"]]
+            ranked = sum(1 for r in board["rows"] if r["rank"] is not None)
+            where = board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], "../")
+            if row["control"]:
+                place = "a control, listed but not ranked"
+            elif row["rank"] is None:
+                place = "not ranked (no headline value)"
+            else:
+                place = f"rank {row['rank']} of {ranked}"
+                if record.run_id in stats.groups:
+                    place += f", tie group {stats.groups[record.run_id]}"
+            return [f"Board {where}: {place}.", ""]
+    return ["On no board: the run did not succeed.", ""] if record.status != "ok" else []
+
+
+def _identities(record: Record) -> list[str]:
+    lines = ["## Identities", "", "### Backbone", ""]
+    backbone = record.backbone
+    if backbone is None:
+        lines += ["None recorded: the backbone failed to build.", ""]
+    else:
+        lines += key_value_table([("name", backbone.name), ("identity", backbone.identity),
+                                  ("control", backbone.control)])
+        lines += ["", "Weights:", ""]
+        lines += key_value_table(weights_items(backbone.weights))
+        lines += ["", "Architecture:", ""]
+        lines += key_value_table(sorted(backbone.architecture.items()))
+        lines += ["", "Preprocessing:", ""]
+        lines += key_value_table(sorted(backbone.preprocess.items()))
+        lines.append("")
+    lines += ["### Dataset", ""]
+    dataset = record.dataset
+    if dataset is None:
+        lines += ["None recorded: the run failed before the dataset was read.", ""]
+    else:
+        lines += key_value_table([("name", dataset.name), ("identity", dataset.identity), ("split", dataset.split),
+                                  ("size", dataset.size)])
+        lines += ["", "Manifest parameters:", ""]
+        lines += key_value_table(sorted(dataset.params.items()))
+        lines.append("")
+    lines += ["### Per-sample scores", ""]
+    samples = record.samples
+    if samples is None:
+        lines += ["No per-sample scores: this run has no confidence intervals and takes no part in tie tests.", ""]
+    else:
+        lines += key_value_table([("path", samples.path), ("sha256", samples.sha256), ("count", samples.count),
+                                  ("unit", samples.unit), ("columns", samples.columns)])
+        lines.append("")
+    return lines
+
+
+def _settings(record: Record) -> list[str]:
+    items = [
+        ("protocol", None), ("pooling_requested", record.pooling_requested),
+        ("pooling_resolved", record.pooling_resolved), ("feature_mode", record.feature_mode),
+        ("layers", record.layers), ("precision", record.precision), ("image_size", record.image_size),
+        ("seed", record.seed), ("comparability_key", comparability_key(record)),
+    ]
+    rows = [[cell(name), protocol_link(record.protocol, "../") if name == "protocol" else value_text(value)]
+            for name, value in items]
+    lines = ["## Settings", "", *table(["Field", "Value"], rows), "", "Protocol parameters:", ""]
+    return [*lines, *key_value_table(sorted(record.protocol_params.items())), ""]
+
+
+def _yes_no(value: bool | None) -> str:
+    return MISSING if value is None else ("yes" if value else "no")
+
+
+def _fenced(text: str) -> list[str]:
+    """A fenced block that no run of backticks inside `text` can close early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", text, fence]

@@ -1,0 +1,284 @@
+"""The built site in a real browser: Debian's headless chromium, driven by Selenium through Debian's
+chromedriver, loads the pages from a local http.server; tables render and sort, images display, and
+nothing is fetched from anywhere but the local server. Screenshots go to build/screenshots/.
+
+Without /usr/bin/chromium or /usr/bin/chromedriver these tests skip, except where CI is set: there a
+missing browser fails, so CI cannot pass by skipping (scripts/test installs both with apt).
+Only the structure is checked (a board table exists, sorting works), never specific numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOTS = REPO / "build" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--disable-quic", "--no-first-run",
+    # Containers often give /dev/shm 64 MB, too little for chromium (Debian's launcher only adds this flag
+    # when it can read the /dev/shm size).
+    "--disable-dev-shm-usage", "--window-size=1280,1000",
+]
+# The same leading-number rule as docs/javascripts/tablesort.js.
+LEADING_NUMBER = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)", re.IGNORECASE)
+
+# Body cell texts of every content table, by table then row: [[[cell, ...], ...], ...].
+READ_TABLES_JS = """
+return Array.from(document.querySelectorAll('.md-typeset table')).map(t =>
+  Array.from(t.tBodies[0] ? t.tBodies[0].rows : []).map(r => Array.from(r.cells).map(c => c.textContent.trim())));
+"""
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def leading_number(text: str) -> float | None:
+    match = LEADING_NUMBER.match(text.strip().replace("\u2212", "-"))
+    return float(match.group(1)) if match else None
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(built_site: Path) -> Iterator[str]:
+    """The built site served on 127.0.0.1 at a free port, from a background thread."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built_site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[webdriver.Chrome]:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
+    if missing:
+        reason = f"{' and '.join(missing)} missing: apt-get install chromium chromium-driver (scripts/test does)"
+        if _ci():
+            pytest.fail(f"CI is set, so the browser tests may not skip: {reason}")
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in CHROMIUM_ARGS:
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    profile = tempfile.mkdtemp(prefix="visbench-chromium-profile-")
+    options.add_argument(f"--user-data-dir={profile}")
+    # The explicit driver path means Selenium Manager is never run; SE_OFFLINE keeps it offline if it were.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SE_OFFLINE", "true")
+        browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+        try:
+            browser.set_page_load_timeout(30)
+            yield browser
+        finally:
+            browser.quit()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+def open_page(driver: webdriver.Chrome, url: str) -> None:
+    """Load `url` and wait until the page is complete and tablesort.js has run on its tables."""
+    driver.get(url)
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState === 'complete'"),
+                                    f"{url} did not finish loading")
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+        "return Array.from(document.querySelectorAll('.md-typeset table')).every(t => t.dataset.sortable === 'true')"),
+        f"{url}: tablesort.js did not make the tables sortable (is it in mkdocs.yml extra_javascript?)")
+
+
+def page_url(built_site: Path, base_url: str, name: str) -> str:
+    """The URL of docs/<name>.md, with or without use_directory_urls."""
+    if (built_site / name / "index.html").is_file():
+        return f"{base_url}{name}/"
+    assert (built_site / f"{name}.html").is_file(), f"no built page for {name}"
+    return f"{base_url}{name}.html"
+
+
+def task_names(built_site: Path) -> list[str]:
+    tasks = built_site / "tasks"
+    names = sorted({p.parent.name if p.name == "index.html" else p.stem for p in tasks.rglob("*.html")})
+    assert names, "the built site has no task pages"
+    return ["classification", *[n for n in names if n != "classification"]] if "classification" in names else names
+
+
+def board_tables(driver: webdriver.Chrome) -> list:
+    """Content tables whose header starts with Rank (the leaderboard boards) and that have body rows."""
+    return [t for t in driver.find_elements(By.CSS_SELECTOR, ".md-typeset table")
+            if t.find_elements(By.CSS_SELECTOR, "thead th")
+            and t.find_element(By.CSS_SELECTOR, "thead th").text.strip() == "Rank"
+            and t.find_elements(By.CSS_SELECTOR, "tbody tr")]
+
+
+def assert_no_errors_and_only_local_requests(driver: webdriver.Chrome, base_url: str) -> None:
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, "browser console errors:\n" + "\n".join(errors)
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    foreign = [r for r in resources if not r.startswith(base_url) and not r.startswith(("data:", "blob:"))]
+    assert not foreign, f"the page fetched from outside the local server: {foreign}"
+
+
+def assert_images_displayed(driver: webdriver.Chrome, page: str) -> None:
+    """Every content <img> (SVG or not) has decoded, and every inline content <svg> has a size on screen."""
+    images = driver.execute_script("""
+        return Array.from(document.querySelectorAll('.md-content img')).map(i =>
+          [i.getAttribute('src'), i.complete, i.naturalWidth]);""")
+    for src, complete, natural_width in images:
+        assert complete and natural_width > 0, f"{page}: <img src={src!r}> not displayed (naturalWidth 0)"
+    svgs = driver.execute_script("""
+        return Array.from(document.querySelectorAll('.md-content svg'))
+          .filter(s => !s.closest('[hidden], .md-source-file, .md-content__button, .headerlink'))
+          .map(s => { const r = s.getBoundingClientRect(); return [s.outerHTML.slice(0, 80), r.width, r.height]; });""")
+    for head, width, height in svgs:
+        assert width > 0 and height > 0, f"{page}: inline {head}… has no size on screen"
+
+
+def screenshot(driver: webdriver.Chrome, name: str) -> None:
+    """Save build/screenshots/<name>.png of the whole page (the window grows to its height, at most 4000 px)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], max(size["height"], min(int(height) + 140, 4000)))
+    try:
+        assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png")), f"screenshot {name} not saved"
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
+def test_home_page_loads_with_title_and_table(driver, base_url):
+    open_page(driver, base_url)
+    assert "visbench-harness leaderboard" in driver.title
+    assert driver.find_element(By.CSS_SELECTOR, ".md-content h1").text.strip()
+    tables = driver.execute_script(READ_TABLES_JS)
+    assert any(rows for rows in tables), "the home page shows no table with rows"
+    assert_images_displayed(driver, "home")
+    assert_no_errors_and_only_local_requests(driver, base_url)
+    screenshot(driver, "home")
+
+
+def test_task_pages_show_board_tables(driver, built_site, base_url):
+    for i, name in enumerate(task_names(built_site)):
+        open_page(driver, page_url(built_site, base_url, f"tasks/{name}"))
+        assert name.lower() in driver.title.lower()
+        boards = board_tables(driver)
+        assert boards, f"tasks/{name}: no board table (header starting with Rank) with rows"
+        assert all(b.is_displayed() for b in boards)
+        assert_images_displayed(driver, f"tasks/{name}")
+        assert_no_errors_and_only_local_requests(driver, base_url)
+        if i == 0:
+            screenshot(driver, f"task-{name}")
+
+
+def _pages_with_content_images(built_site: Path) -> list[str]:
+    """Built pages whose content (Material's article, not its icon-laden header) holds an <img> or <svg>."""
+    pages = []
+    for path in sorted(built_site.rglob("*.html")):
+        html = path.read_text(encoding="utf-8")
+        start = html.find('class="md-content"')
+        content = html[start:html.find("</article>", start)] if start >= 0 else ""
+        if "<img" in content or "<svg" in content:
+            pages.append(path.relative_to(built_site).as_posix())
+    return pages
+
+
+def test_every_page_displays_its_images(driver, built_site, base_url):
+    for page in _pages_with_content_images(built_site):
+        open_page(driver, base_url + page)
+        assert_images_displayed(driver, page)
+
+
+def _column(driver: webdriver.Chrome, table_index: int, column: int) -> list[str]:
+    return [row[column] for row in driver.execute_script(READ_TABLES_JS)[table_index]]
+
+
+def _sort_candidates(tables: list[list[list[str]]]) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """(table, column) of the longest all-numeric column with distinct values, and of a numbers-and-words column."""
+    numeric, mixed = None, None
+    for t, rows in sorted(enumerate(tables), key=lambda item: -len(item[1])):
+        if len(rows) < 2 or len({len(r) for r in rows}) != 1:
+            continue
+        for c in range(len(rows[0])):
+            numbers = [leading_number(r[c]) for r in rows]
+            if numeric is None and None not in numbers and len(set(numbers)) > 1:
+                numeric = (t, c)
+            if mixed is None and None in numbers and len({n for n in numbers if n is not None}) > 1:
+                mixed = (t, c)
+    return numeric, mixed
+
+
+def _header(driver: webdriver.Chrome, table_index: int, column: int):
+    table = driver.find_elements(By.CSS_SELECTOR, ".md-typeset table")[table_index]
+    header = table.find_elements(By.CSS_SELECTOR, "thead tr:last-child th")[column]
+    # Centre it so Material's sticky header cannot cover the cell that is clicked.
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
+    return header
+
+
+def test_clicking_a_numeric_header_sorts_the_board(driver, built_site, base_url):
+    name = task_names(built_site)[0]
+    open_page(driver, page_url(built_site, base_url, f"tasks/{name}"))
+    tables = driver.execute_script(READ_TABLES_JS)
+    numeric, mixed = _sort_candidates(tables)
+    assert numeric is not None, f"tasks/{name}: no table with a numeric column of two or more values"
+    table, column = numeric
+    before = _column(driver, table, column)
+    header = _header(driver, table, column)
+    assert header.get_attribute("role") == "columnheader" and header.get_attribute("aria-sort") is None
+
+    header.click()
+    ascending = _column(driver, table, column)
+    assert header.get_attribute("aria-sort") == "ascending"
+    assert [leading_number(v) for v in ascending] == sorted(leading_number(v) for v in before)
+    assert sorted(map(tuple, driver.execute_script(READ_TABLES_JS)[table])) == sorted(map(tuple, tables[table])), \
+        "sorting lost or changed rows"
+
+    header.click()
+    descending = _column(driver, table, column)
+    assert header.get_attribute("aria-sort") == "descending"
+    assert [leading_number(v) for v in descending] == [leading_number(v) for v in reversed(ascending)]
+    assert descending != ascending, "two clicks left the rows in the same order"
+
+    # Keyboard: Enter on the focused header sorts too; the other headers lose their aria-sort.
+    other = _header(driver, table, 0 if column else 1)
+    other.send_keys(Keys.ENTER)
+    assert other.get_attribute("aria-sort") == "ascending"
+    assert header.get_attribute("aria-sort") is None
+
+    if mixed is not None:  # e.g. Rank, where random-init controls read "control": words go last both ways
+        open_page(driver, driver.current_url)  # unsorted again
+        table, column = mixed
+        header = _header(driver, table, column)
+        for direction in ("ascending", "descending"):
+            header.click()
+            assert header.get_attribute("aria-sort") == direction
+            numbers = [leading_number(v) for v in _column(driver, table, column)]
+            count = sum(n is not None for n in numbers)
+            assert None not in numbers[:count], f"non-numbers not last when {direction}: {numbers}"
+            assert numbers[:count] == sorted(numbers[:count], reverse=direction == "descending")
