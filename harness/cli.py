@@ -37,7 +37,8 @@ def _truthy(value: object) -> bool:
     return str(value).lower() in ("1", "true", "yes", "on")
 
 
-def run_grid(overrides: dict) -> int:
+def _selected_runs(overrides: dict):
+    """Params and the runs the `grid`/`task`/`backbone` overrides select, logging skipped grids."""
     from harness.plan import select_runs
 
     params = load_params()
@@ -45,6 +46,11 @@ def run_grid(overrides: dict) -> int:
                               backbone=overrides.get("backbone"))
     for note in notes:
         log.info("note: %s", note)
+    return params, runs
+
+
+def run_grid(overrides: dict) -> int:
+    _, runs = _selected_runs(overrides)
     groups: dict[tuple[str, str], list] = {}
     for run in runs:
         groups.setdefault((run.grid, run.backbone), []).append(run)
@@ -113,14 +119,9 @@ def list_everything() -> int:
 
 
 def verify(overrides: dict) -> int:
-    from harness.plan import select_runs
     from harness.verify import format_checks, verify_runs
 
-    params = load_params()
-    runs, notes = select_runs(params, grid=overrides.get("grid"), task=overrides.get("task"),
-                              backbone=overrides.get("backbone"))
-    for note in notes:
-        log.info("note: %s", note)
+    params, runs = _selected_runs(overrides)
     log.info("plan: verify %d committed records by re-running their stages", len(runs))
     checks = verify_runs(runs, params)
     print(format_checks(checks))
