@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from harness.leaderboard import db, db_heatmap
+from harness.leaderboard import db, db_heatmap, db_samples
 from harness.leaderboard.statistics import (
     ALPHA,
     RESAMPLES,
@@ -38,10 +38,6 @@ from harness.leaderboard.statistics import (
     tie_groups,
 )
 from harness.records import Record
-from harness.samples import SamplesError, read_samples
-
-# |mean of a per-sample column - the record's metric| above this means the file is not the run's.
-_MEAN_TOLERANCE = 1e-9
 
 # Fields that tell apart boards sharing a task and dataset, in the order a label names them.
 _LABEL_FIELDS = (
@@ -102,29 +98,27 @@ class Analysis:
         return next(b for b in self.boards if b["comparability_key"] == key)
 
 
-def load_samples(records: list[Record], root: Path) -> dict[str, RunSamples]:
-    """Per-sample scores of every ok run that has them, checked against the record's metrics."""
-    loaded = {}
-    for record in sorted(records, key=lambda r: r.run_id):
-        info = record.samples
-        if record.status != "ok" or info is None:
-            continue
-        if not (root / info.path).is_file():
-            raise SamplesError(f"{root / info.path}: the per-sample scores of {record.run_id} are missing; "
-                               "the site needs them beside the corpus")
-        ids, columns = read_samples(info, root)
-        for name, column in sorted(columns.items()):
-            value = record.metrics.get(name)
-            if value is None or len(column) == 0 or abs(float(column.mean()) - value) > _MEAN_TOLERANCE:
-                raise SamplesError(f"{root / info.path}: column {name!r} does not average to the metric "
-                                   f"{record.run_id} records ({value!r})")
-        loaded[record.run_id] = RunSamples(ids, columns, info.unit)
-    return loaded
+def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> dict[str, RunSamples]:
+    """Per-sample scores of every ok run that has them, loaded into `con` (`db_samples`) and checked
+    against the records' metrics there; each column in its file's row order, which the bootstrap
+    intervals resample."""
+    db_samples.load_samples_table(con, [r for r in records if r.status == "ok"], root)
+    ids: dict[str, list[str]] = {}
+    columns: dict[str, dict[str, np.ndarray]] = {}
+    units: dict[str, str] = {}
+    for row in db_samples.run_columns(con):
+        run_id = row["run_id"]
+        units[run_id] = row["unit"]
+        run_columns = columns.setdefault(run_id, {})
+        if row["metric"] is not None:
+            ids.setdefault(run_id, row["ids"])  # the same rows, hence the same ids, in every column
+            run_columns[row["metric"]] = np.array(row["scores"], dtype=np.float64)
+    return {run_id: RunSamples(ids.get(run_id, []), columns[run_id], unit) for run_id, unit in units.items()}
 
 
 def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> Analysis:
     boards = db.boards(con)
-    samples = load_samples(records, root)
+    samples = load_samples(con, records, root)
     intervals = {
         (run_id, name): bootstrap_ci(column, derived_seed("ci", run_id, name))
         for run_id, run in samples.items()

@@ -8,6 +8,7 @@
   preprocessing blocks as canonical JSON text;
 
 and defines the view `board_rows`: every ok run placed on its board (rank, normalised rank).
+`load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`.
 
 The query functions return plain lists of dicts in a fixed order, so a page rendered from them is a
 pure function of the corpus.
@@ -23,6 +24,7 @@ import duckdb
 
 from harness.hashing import canonical_json
 from harness.leaderboard.comparability import ComparabilityError, comparability_key
+from harness.leaderboard.db_samples import load_samples_table as load_samples_table  # the per-sample tables
 from harness.records import Record
 
 # The backbone registry's control suffix. Not imported from harness.backbones, which would pull in
