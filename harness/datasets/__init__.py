@@ -1,6 +1,9 @@
 """Datasets are content manifests; `prepare_dataset` builds one from its `params.yaml` spec."""
 
-from harness.datasets import homography  # noqa: F401  (registers homography_photos)
+from harness.datasets import (  # noqa: F401  (importing registers homography_photos and procedural_scenes)
+    homography,
+    scenes,
+)
 from harness.datasets.manifest import MANIFEST_NAME, Item, Manifest
 from harness.datasets.sources import DATASET_KINDS, prepare_dataset
 
