@@ -1,6 +1,8 @@
 """Datasets are content manifests; `prepare_dataset` builds one from its `params.yaml` spec."""
 
-from harness.datasets import (  # noqa: F401  (importing registers homography_photos and procedural_scenes)
+from harness.datasets import (  # noqa: F401  (importing registers the kinds of these modules)
+    bsds500,
+    dense_folders,
     homography,
     scenes,
 )

@@ -1,0 +1,196 @@
+"""Dense-target datasets read from their distributed folder layouts: VOC 2012, NYUv2 folders, Taskonomy.
+
+Images stay in `root` (never copied; items are paths relative to `root`, label None). Converted targets
+go into the prepared folder; targets used as distributed stay in `root` (the path convention is in
+`dense_targets`). `limit_per_split` keeps the first N ids per split, digit runs compared as numbers.
+
+`voc2012`: the VOC 2012 devkit, `root` being the folder that holds `VOC2012/` (VOCdevkit):
+
+    VOC2012/ImageSets/Segmentation/<split>.txt   one id per line (train 1464, val 1449, trainval)
+    VOC2012/JPEGImages/<id>.jpg
+    VOC2012/SegmentationClass/<id>.png           palette ("P") PNG: stored index = class (0..20, order of
+                                                 VOC_CLASSES), 255 = void (object borders, don't-care)
+
+Target `semantic` is that PNG, unconverted (base "root"): read it with `np.asarray(Image.open(p))`,
+never `.convert()`, which would turn indices into palette colours. `extra["ignore_index"]` is 255.
+
+`nyuv2_folder`: NYU Depth v2 labelled frames exported to per-split folders (the 795/654 split, 640×480,
+as in the ESANet-style export with GeoNet-style normals added), `root` holding:
+
+    <split>/rgb/<id>.png (or .jpg)
+    <split>/depth/<id>.png       uint16 millimetres, 0 = invalid   (or <id>.npy: float metres, ≤0/NaN = invalid)
+    <split>/normals/<id>.png     uint8 RGB, n = rgb / 127.5 - 1, (0, 0, 0) = invalid; the whole folder is
+                                 optional (no `normals` target without it), no axis flipped
+
+written to `<split>/<id>/depth.npy` ((H, W) float32 metres, 0 = invalid) and `normals.npy` ((H, W, 3)
+float32 unit vectors, 0 = invalid). `splits` defaults to every `<split>/` that has an `rgb/`.
+
+`taskonomy`: the Taskonomy / Omnidata domain layout, `root` holding one folder per building:
+
+    <building>/rgb/point_<i>_view_<j>_domain_rgb.png
+    <building>/depth_zbuffer/point_<i>_view_<j>_domain_depth_zbuffer.png   uint16, units of 1/512 m,
+                                                                           65535 = invalid (sky, holes)
+    <building>/normal/point_<i>_view_<j>_domain_normal.png                 uint8 RGB, n = rgb / 127.5 - 1
+    <building>/mask_valid/point_<i>_view_<j>_domain_mask_valid.png         uint8 (L; or the first channel),
+                                                                           0 = invalid, > 0 = valid;
+                                                                           optional (folder absent: depth
+                                                                           alone decides validity)
+
+`splits` maps a split to its buildings (`{train: [allensville, ...], val: [...]}`). A pixel is valid when
+mask_valid > 0 and depth ≠ 65535; invalid pixels are 0 in both targets. Written to
+`<split>/<building>/point_<i>_view_<j>/depth.npy` (float32 metres, z-buffer depth) and `normals.npy`
+(float32 unit, Taskonomy's own camera frame as encoded; no axis flipped).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from harness.datasets.dense_targets import ROOT, decode_normals, first_n, read_array, save_npy
+from harness.datasets.manifest import Item, Manifest
+from harness.datasets.sources import DATASET_KINDS
+from harness.hashing import sha256_file
+
+VOC_CLASSES = [
+    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor",
+]
+VOC_IGNORE_INDEX = 255
+NYU_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+TASKONOMY_DEPTH_UNIT = 512.0  # raw / 512 = metres
+TASKONOMY_INVALID_DEPTH = 65535
+
+
+@DATASET_KINDS.register("voc2012")
+def prepare_voc2012(
+    name: str, out_dir: Path, root: str, splits: list[str] | tuple[str, ...] = ("train", "val"),
+    limit_per_split: int | None = None,
+) -> Manifest:
+    """Index the official segmentation split lists; the target is each id's SegmentationClass PNG."""
+    voc = Path(root) / "VOC2012"
+    lists = voc / "ImageSets" / "Segmentation"
+    if not lists.is_dir():
+        raise FileNotFoundError(f"dataset {name}: {lists} not found (set datasets.{name}.root to the VOCdevkit)")
+    items, targets = [], {}
+    for split in sorted(set(splits)):
+        listing = lists / f"{split}.txt"
+        if not listing.is_file():
+            valid = sorted(p.stem for p in lists.glob("*.txt"))
+            raise KeyError(f"voc2012 has no split list {listing.name}; valid: {', '.join(valid)}")
+        ids = [line.split()[0] for line in listing.read_text().splitlines() if line.strip()]
+        for image_id in first_n(ids, limit_per_split):
+            rel, label_rel = f"VOC2012/JPEGImages/{image_id}.jpg", f"VOC2012/SegmentationClass/{image_id}.png"
+            with Image.open(Path(root) / label_rel) as label:
+                if label.mode != "P":
+                    raise ValueError(f"{label_rel}: expected a palette (P) PNG of class indices; got {label.mode}")
+            targets[rel] = {"semantic": {"path": label_rel, "sha256": sha256_file(Path(root) / label_rel),
+                                         "base": ROOT}}
+            items.append(Item(rel, sha256_file(Path(root) / rel), split))
+    params = {"splits": sorted(set(splits)), "limit_per_split": limit_per_split,
+              "source": "PASCAL VOC 2012 segmentation (Everingham et al., IJCV 2010); Flickr image terms"}
+    extra = {"targets": targets, "ignore_index": VOC_IGNORE_INDEX}
+    return Manifest(name, root, items, list(VOC_CLASSES), params, extra)
+
+
+def nyu_depth_metres(path: Path) -> np.ndarray:
+    """(H, W) float32 metres, 0 = invalid, from a uint16 millimetre PNG or a float-metre .npy."""
+    raw = read_array(path)
+    if path.suffix == ".npy":
+        depth = raw.astype(np.float32)
+        return np.where(np.isfinite(depth) & (depth > 0), depth, np.float32(0.0)).astype(np.float32)
+    if raw.dtype != np.uint16 and raw.dtype != np.int32:  # Pillow reads 16-bit PNGs as I;16 (uint16) or I
+        raise ValueError(f"{path}: NYU depth PNGs are 16-bit millimetres; got {raw.dtype}")
+    return (raw.astype(np.float32) / np.float32(1000.0)).astype(np.float32)
+
+
+@DATASET_KINDS.register("nyuv2_folder")
+def prepare_nyuv2_folder(
+    name: str, out_dir: Path, root: str, splits: list[str] | tuple[str, ...] | None = None,
+    limit_per_split: int | None = None,
+) -> Manifest:
+    """Index `<split>/rgb/` and write each frame's depth (metres) and normals (unit) targets."""
+    base, out_dir = Path(root), Path(out_dir)
+    if not base.is_dir():
+        raise FileNotFoundError(f"dataset {name}: folder {base} not found (set datasets.{name}.root)")
+    available = sorted(p.name for p in base.iterdir() if (p / "rgb").is_dir())
+    chosen = sorted(set(splits)) if splits is not None else available
+    missing = sorted(set(chosen) - set(available))
+    if missing or not chosen:
+        raise KeyError(f"nyuv2_folder splits {missing or chosen} not found; valid: {', '.join(available)}")
+    items, targets = [], {}
+    for split in chosen:
+        images = {p.stem: p for p in (base / split / "rgb").iterdir() if p.suffix.lower() in NYU_IMAGE_SUFFIXES}
+        for image_id in first_n(list(images), limit_per_split):
+            rel = images[image_id].relative_to(base).as_posix()
+            depth_path = _one_of(base / split / "depth", image_id, (".png", ".npy"))
+            entry = {"depth": save_npy(out_dir, f"{split}/{image_id}/depth.npy", nyu_depth_metres(depth_path))}
+            if (base / split / "normals").is_dir():
+                normals = decode_normals(read_array(_one_of(base / split / "normals", image_id, (".png",))))
+                entry["normals"] = save_npy(out_dir, f"{split}/{image_id}/normals.npy", normals)
+            targets[rel] = entry
+            items.append(Item(rel, sha256_file(images[image_id]), split))
+    params = {"splits": chosen, "limit_per_split": limit_per_split, "depth_encoding": "uint16-mm-png|float-m-npy",
+              "normals_encoding": "rgb/127.5-1", "source": "NYU Depth v2 (Silberman et al., ECCV 2012)"}
+    return Manifest(name, root, items, [], params, {"targets": targets})
+
+
+def _one_of(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
+    for suffix in suffixes:
+        if (folder / f"{stem}{suffix}").is_file():
+            return folder / f"{stem}{suffix}"
+    raise FileNotFoundError(f"{folder}/{stem}{{{','.join(suffixes)}}} not found")
+
+
+def taskonomy_targets(depth_raw: np.ndarray, normal_rgb: np.ndarray, mask: np.ndarray | None) -> tuple[
+        np.ndarray, np.ndarray]:
+    """Decode one Taskonomy view: (depth float32 metres, normals float32 unit), 0 where invalid."""
+    if depth_raw.ndim == 3:
+        depth_raw = depth_raw[..., 0]
+    valid = depth_raw.astype(np.int64) != TASKONOMY_INVALID_DEPTH
+    if mask is not None:
+        valid &= (mask[..., 0] if mask.ndim == 3 else mask) > 0
+    depth = np.where(valid, depth_raw.astype(np.float32) / np.float32(TASKONOMY_DEPTH_UNIT), np.float32(0.0))
+    return depth.astype(np.float32), decode_normals(normal_rgb, valid)
+
+
+@DATASET_KINDS.register("taskonomy")
+def prepare_taskonomy(
+    name: str, out_dir: Path, root: str, splits: dict[str, list[str]], limit_per_split: int | None = None,
+) -> Manifest:
+    """Index each split's buildings' rgb views and write their depth and normals targets."""
+    base, out_dir = Path(root), Path(out_dir)
+    if not base.is_dir():
+        raise FileNotFoundError(f"dataset {name}: folder {base} not found (set datasets.{name}.root)")
+    owner: dict[str, str] = {}
+    for split, buildings in splits.items():
+        for building in buildings:
+            if building in owner:
+                raise ValueError(f"building {building!r} is in both {owner[building]!r} and {split!r}")
+            owner[building] = split
+    items, targets = [], {}
+    for split in sorted(splits):
+        views = []
+        for building in sorted(set(splits[split])):
+            folder = base / building / "rgb"
+            if not folder.is_dir():
+                raise FileNotFoundError(f"dataset {name}: {folder} not found")
+            suffix = "_domain_rgb.png"
+            views += [f"{building}/{p.name[: -len(suffix)]}" for p in folder.iterdir() if p.name.endswith(suffix)]
+        for view in first_n(views, limit_per_split):
+            building, point_view = view.split("/")
+            domain = {d: base / building / d / f"{point_view}_domain_{d}.png"
+                      for d in ("rgb", "depth_zbuffer", "normal", "mask_valid")}
+            mask = read_array(domain["mask_valid"]) if (base / building / "mask_valid").is_dir() else None
+            depth, normals = taskonomy_targets(read_array(domain["depth_zbuffer"]), read_array(domain["normal"]),
+                                               mask)
+            rel = domain["rgb"].relative_to(base).as_posix()
+            targets[rel] = {"depth": save_npy(out_dir, f"{split}/{view}/depth.npy", depth),
+                            "normals": save_npy(out_dir, f"{split}/{view}/normals.npy", normals)}
+            items.append(Item(rel, sha256_file(domain["rgb"]), split))
+    params = {"splits": {s: sorted(set(b)) for s, b in sorted(splits.items())}, "limit_per_split": limit_per_split,
+              "depth_encoding": "uint16/512 m, 65535 invalid", "normals_encoding": "rgb/127.5-1",
+              "source": "Taskonomy (Zamir et al., CVPR 2018), Taskonomy/Omnidata domain layout"}
+    return Manifest(name, root, items, [], params, {"targets": targets})
