@@ -241,9 +241,13 @@ def test_the_entrypoint_runs_as_the_image_runs_it(image_tree: Path) -> None:
     typo = _run_in(image_tree, [*entrypoint, "tsk=edge"])
     assert typo.returncode == 2
     assert "unknown key 'tsk'" in typo.stderr and "Valid keys: backbone, build_site, dry_run, grid, task" in typo.stderr
-    unknown = _run_in(image_tree, [*entrypoint, "task=edge"])
+    # `docker run visbench-harness task=edge`: the plan for every backbone's edge run, checked by DVC
+    edge = _run_in(image_tree, [*entrypoint, "task=edge", "dry_run=true"])
+    assert edge.returncode == 0, edge.stdout + edge.stderr
+    assert "scenes / efficientnet_lite0: edge" in edge.stdout and "$ dvc status scenes-edge@" in edge.stdout
+    unknown = _run_in(image_tree, [*entrypoint, "task=edges"])
     assert unknown.returncode == 2
-    assert "unknown task 'edge'" in unknown.stderr and "classification" in unknown.stderr
+    assert "unknown task 'edges'" in unknown.stderr and "Did you mean 'edge'?" in unknown.stderr
 
 
 def test_dvc_runs_in_the_image_tree_only_with_its_no_scm_config(image_tree: Path) -> None:
