@@ -60,7 +60,7 @@ def leading_number(text: str) -> float | None:
 
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
-        pass
+        """Drop the per-request access log: it would bury pytest's own output."""
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,15 @@ def _params(folder: Path, backbones: list[str]) -> dict:
     }
 
 
+def _extracted_control(work: Path, images: Path):
+    """Params of a one-control grid, with its dataset prepared and its features extracted."""
+    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    params = load_params()
+    stages.prepare("tiny", params)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    return params
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -119,10 +128,7 @@ def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
 
 def test_cached_images_are_never_decoded_again(project, monkeypatch):
     work, images = project
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
-    params = load_params()
-    stages.prepare("tiny", params)
-    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    params = _extracted_control(work, images)
     first = stages.probe("g", "classification", "cifar_resnet20.random", params)
 
     def refuse(path):
@@ -137,10 +143,7 @@ def test_cached_images_are_never_decoded_again(project, monkeypatch):
 
 def test_only_pooled_features_are_stored_for_pooled_tasks(project):
     work, images = project
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
-    params = load_params()
-    stages.prepare("tiny", params)
-    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    _extracted_control(work, images)
     entries = list((paths.features_dir("g", "cifar_resnet20.random", "tiny") / "entries").rglob("*.npyz"))
     assert len(entries) == 16  # one pooled entry per image, no dense maps
     assert all(p.stat().st_size < 1024 for p in entries)
@@ -181,10 +184,7 @@ def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypat
     from harness.probes import ProbeResult, get_probe
 
     work, images = project
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
-    params = load_params()
-    stages.prepare("tiny", params)
-    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    params = _extracted_control(work, images)
     real = get_probe("classification")
 
     def off_by_a_little(inputs):
