@@ -33,13 +33,14 @@ ARG DEBIAN_FRONTEND=noninteractive
 # build is copied from the `python` stage (the same interpreter build docker/Dockerfile.cpu runs), and the shared
 # libraries its modules link against are installed under their Ubuntu 24.04 names; the RUN after the COPY imports
 # the modules that need them, so a missing one fails the build. git: the fingerprint reads the commit of a
-# bind-mounted checkout, and `dvc repro` needs it there.
+# bind-mounted checkout, and `dvc repro` needs it there. g++: the lock's pyEdgeEval (the BSDS scorer's test
+# reference) ships only as a Cython sdist.
 # Apt versions are left to the base: its digest fixes the Ubuntu release, the archive keeps only the current
 # version of a package (a pin breaks every rebuild after an update), and what decides a number is the hashed lock.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        ca-certificates git libbz2-1.0 libexpat1 libffi8 liblzma5 libncursesw6 libreadline8t64 \
+        ca-certificates g++ git libbz2-1.0 libexpat1 libffi8 liblzma5 libncursesw6 libreadline8t64 \
         libsqlite3-0 libssl3t64 libuuid1 tzdata zlib1g \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=python /usr/local/bin/ /usr/local/bin/

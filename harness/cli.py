@@ -122,14 +122,15 @@ def verify(overrides: dict) -> int:
     from harness.verify import format_checks, verify_runs
 
     params, runs = _selected_runs(overrides)
-    log.info("plan: verify %d committed records by re-running their stages", len(runs))
+    log.info("plan: verify the committed records of %d stages by re-running them", len(runs))
     checks = verify_runs(runs, params)
     print(format_checks(checks))
     bad = [c for c in checks if not c.ok]
     if bad:
         log.error("%d of %d metrics differ beyond their tolerance", len(bad), len(checks))
         return 1
-    log.info("all %d metrics of %d records agree with the corpus", len(checks), len(runs))
+    records = len({c.run_id for c in checks})
+    log.info("all %d metrics of %d records (%d stages) agree with the corpus", len(checks), records, len(runs))
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, field_validator
 
 from harness.registry import unknown_name_message
 
@@ -31,11 +31,32 @@ class Settings(_Strict):
     seed: int = 0
 
 
+class FewShot(_Strict):
+    """Train every task of the grid on k items of its training split, for each k and subset seed."""
+
+    k_shots: list[PositiveInt] = Field(min_length=1)
+    seeds: list[NonNegativeInt] = Field(min_length=1)
+
+    @field_validator("k_shots", "seeds")
+    @classmethod
+    def _distinct(cls, values: list[int]) -> list[int]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"repeats a value: {values}")
+        return values
+
+
 class Grid(_Strict):
     backbones: list[str]
     datasets: list[str]
     tasks: dict[str, str]  # task → dataset it runs on
     requires: list[str] = []  # paths that must exist for this grid to run (e.g. ../shared data)
+    fewshot: FewShot | None = None  # the few-shot protocol: one record per task × backbone × k × seed
+    # dataset → the grid whose extract stage this grid's probes read (no second extraction of the same
+    # images by the same backbone); a dataset not listed is extracted by this grid's own stage
+    features_from: dict[str, str] = {}
+
+    def feature_grid(self, own_name: str, dataset: str) -> str:
+        return self.features_from.get(dataset, own_name)
 
 
 class Params(_Strict):
@@ -48,9 +69,16 @@ class Params(_Strict):
 
 def load_params(path: Path = PARAMS_FILE) -> Params:
     try:
-        return Params.model_validate(yaml.safe_load(Path(path).read_text()))
+        params = Params.model_validate(yaml.safe_load(Path(path).read_text()))
     except ValidationError as error:
         raise ConfigError(f"{path}: {_describe(error)}") from None
+    for name, grid in params.grids.items():
+        for dataset, source in grid.features_from.items():
+            if source not in params.grids or dataset not in params.grids[source].datasets:
+                valid = sorted(g for g, spec in params.grids.items() if dataset in spec.datasets and g != name)
+                raise ConfigError(f"{path}: grids.{name}.features_from.{dataset}: grid {source!r} does not "
+                                  f"extract {dataset}; valid: {', '.join(valid) or 'none'}")
+    return params
 
 
 def _describe(error: ValidationError) -> str:

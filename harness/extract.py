@@ -36,6 +36,14 @@ class FeatureRequest:
     mode: str  # "pooled" or "dense"
     pooling: str = "default"
     layers: tuple[int, ...] | None = None
+    fit: str = "crop"  # how the image becomes the square input: the backbone's crop, or squash (dense probes)
+
+    def describe(self) -> dict[str, Any]:
+        # "crop" is left out so that descriptions (and DVC hashes) written before `fit` existed still match
+        described = asdict(self)
+        if self.fit == "crop":
+            del described["fit"]
+        return described
 
 
 def load_image(path: Path) -> Image.Image:
@@ -49,10 +57,14 @@ def load_image(path: Path) -> Image.Image:
 
 def entry_keys(backbone: dict[str, Any], requests: list[dict[str, Any]], item: Item) -> list[str]:
     return [
-        feature_key(item.sha256, backbone["identity"], backbone["preprocess"], r["layers_resolved"],
-                    r["pooling_resolved"], r["mode"])
+        feature_key(item.sha256, backbone["identity"], _preprocess_for(backbone["preprocess"], r.get("fit", "crop")),
+                    r["layers_resolved"], r["pooling_resolved"], r["mode"])
         for r in requests
     ]
+
+
+def _preprocess_for(preprocess: dict[str, Any], fit: str) -> dict[str, Any]:
+    return preprocess if fit == "crop" else {**preprocess, "fit": fit}
 
 
 def extract_dataset(
@@ -61,7 +73,7 @@ def extract_dataset(
     """Fill the cache under `out_dir/entries` and return the extraction description."""
     described = backbone.describe()
     resolved = [
-        {**asdict(r), "pooling_resolved": backbone.resolve_pooling(r.pooling) if r.mode == "pooled" else None,
+        {**r.describe(), "pooling_resolved": backbone.resolve_pooling(r.pooling) if r.mode == "pooled" else None,
          "layers_resolved": backbone.resolve_layers(r.layers)}
         for r in requests
     ]
@@ -72,19 +84,23 @@ def extract_dataset(
     started, last_report = time.monotonic(), 0.0
     for start in range(0, len(todo), batch_size):
         batch = todo[start: start + batch_size]
-        pixels = torch.stack([backbone.preprocess(load_image(manifest.resolve(i))) for i in batch])
-        by_layers: dict[tuple, dict] = {}
+        images = [load_image(manifest.resolve(i)) for i in batch]
+        pixels: dict[str, torch.Tensor] = {}
+        outputs: dict[tuple, dict] = {}
         for request in resolved:
-            layers = tuple(request["layers_resolved"])
-            if layers not in by_layers:  # one forward per distinct layer set (usually exactly one)
-                by_layers[layers] = {}
+            fit = request.get("fit", "crop")
+            if fit not in pixels:
+                pixels[fit] = torch.stack([backbone.preprocess(image, fit) for image in images])
             pooling = request["pooling_resolved"] or "default"
-            if pooling not in by_layers[layers]:
-                by_layers[layers][pooling] = backbone.extract_features(pixels, pooling, list(layers))
+            # one forward per distinct (fit, layers, pooling): usually exactly one
+            signature = (fit, tuple(request["layers_resolved"]), pooling)
+            if signature not in outputs:
+                outputs[signature] = backbone.extract_features(pixels[fit], pooling, list(signature[1]))
         for index, item in enumerate(batch):
             keys = entry_keys(described, resolved, item)
             for request, key in zip(resolved, keys, strict=True):
-                out = by_layers[tuple(request["layers_resolved"])][request["pooling_resolved"] or "default"]
+                out = outputs[request.get("fit", "crop"), tuple(request["layers_resolved"]),
+                              request["pooling_resolved"] or "default"]
                 array = out["pooled"][index] if request["mode"] == "pooled" else out["dense"][index]
                 cache.put(key, array.numpy())
         done = start + len(batch)

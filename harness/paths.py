@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.fewshot import Shot
 
 DATA = Path("data")
 CORPUS = Path("leaderboard/corpus.jsonl")
@@ -38,20 +42,50 @@ def features_dir(grid: str, backbone: str, dataset: str) -> Path:
     return _outputs["features"] / grid / backbone / dataset
 
 
-def record_path(grid: str, task: str, backbone: str) -> Path:
-    return _outputs["results"] / grid / task / f"{backbone}.json"
+def record_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    """A stage's record; a few-shot stage writes one per (k, seed) `shot` into its folder."""
+    if shot is None:
+        return _outputs["results"] / grid / task / f"{backbone}.json"
+    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.json"
 
 
 def metrics_path(grid: str, task: str, backbone: str) -> Path:
+    """The stage's DVC metrics file; beside a few-shot stage's folder, since DVC outs may not overlap."""
     return _outputs["results"] / grid / task / f"{backbone}.metrics.json"
 
 
-def samples_path(grid: str, task: str, backbone: str) -> Path:
-    return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
+def samples_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    if shot is None:
+        return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
+    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.samples.csv"
+
+
+def fewshot_dir(grid: str, task: str, backbone: str) -> Path:
+    """A few-shot stage's DVC out: every (k, seed) record and samples file of one task × backbone."""
+    return _outputs["results"] / grid / task / backbone
 
 
 def stage_name(grid: str, task: str, backbone: str) -> str:
     return f"{grid}-{task}@{backbone}"
+
+
+def run_id(grid: str, task: str, backbone: str, shot: Shot | None = None) -> str:
+    """The stage name, or for one (k, seed) of a few-shot stage "<stage>.k<k>.s<seed>": unique, URL-safe
+    (the site's page for it is the run id with "@" spelled "-at-"), and the stage is its prefix."""
+    stage = stage_name(grid, task, backbone)
+    return stage if shot is None else f"{stage}.k{shot.k}.s{shot.seed}"
+
+
+def stage_of_run(run_id: str, k_shot: int | None, seed: int) -> str:
+    """The DVC stage that wrote a record: its run id, less the few-shot suffix `run_id` adds."""
+    return run_id if k_shot is None else run_id.removesuffix(f".k{k_shot}.s{seed}")
+
+
+def stage_parts(stage: str) -> tuple[str, str, str]:
+    """(grid, task, backbone) of a probe stage "<grid>-<task>@<backbone>" (grid names have no "-")."""
+    grid, rest = stage.split("-", 1)
+    task, backbone = rest.split("@", 1)
+    return grid, task, backbone
 
 
 def extract_stage_name(grid: str, backbone: str, dataset: str) -> str:

@@ -20,9 +20,17 @@ OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
+FITS = ("crop", "squash")
+
+
 @dataclass(frozen=True)
 class Preprocess:
-    """Resize the shorter side to `resize`, centre-crop `crop`×`crop`, scale to [0,1], normalise."""
+    """Resize the shorter side to `resize`, centre-crop `crop`×`crop`, scale to [0,1], normalise.
+
+    That is the backbone's own evaluation transform (`fit="crop"`). Dense probes ask for `fit="squash"`:
+    the whole image resized to `crop`×`crop`, so every backbone sees the same pixels whatever its
+    `resize`, and a prediction upsampled to the image's size lies on the image (see docs/protocols.md).
+    """
 
     crop: int
     resize: int
@@ -38,16 +46,25 @@ class Preprocess:
     def spec(self) -> dict:
         return {"library": "pillow", **asdict(self)}
 
+    def spec_for(self, fit: str) -> dict:
+        """The spec a cache key hashes: the crop fit adds nothing, so crop keys predate `fit` unchanged."""
+        _check_fit(fit)
+        return self.spec() if fit == "crop" else {**self.spec(), "fit": fit}
+
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
         scale = self.resize / min(width, height)
         return max(self.crop, round(width * scale)), max(self.crop, round(height * scale))
 
-    def __call__(self, image: Image.Image) -> torch.Tensor:
+    def __call__(self, image: Image.Image, fit: str = "crop") -> torch.Tensor:
+        _check_fit(fit)
         image = image.convert("RGB")
-        new_w, new_h = self.resized_size(*image.size)
-        image = image.resize((new_w, new_h), _INTERPOLATION[self.interpolation])
-        left, top = _crop_origin(new_w, new_h, self.crop)
-        image = image.crop((left, top, left + self.crop, top + self.crop))
+        if fit == "squash":
+            image = image.resize((self.crop, self.crop), _INTERPOLATION[self.interpolation])
+        else:
+            new_w, new_h = self.resized_size(*image.size)
+            image = image.resize((new_w, new_h), _INTERPOLATION[self.interpolation])
+            left, top = _crop_origin(new_w, new_h, self.crop)
+            image = image.crop((left, top, left + self.crop, top + self.crop))
         array = np.asarray(image, dtype=np.float32) / 255.0
         array = (array - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
         return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))
@@ -70,6 +87,11 @@ class Preprocess:
         x = points_xy[..., 0] * new_w / width - left
         y = points_xy[..., 1] * new_h / height - top
         return np.stack([y * gh / self.crop, x * gw / self.crop], axis=-1)
+
+
+def _check_fit(fit: str) -> None:
+    if fit not in FITS:
+        raise ValueError(f"unknown fit {fit!r}; valid: {', '.join(FITS)}")
 
 
 def _crop_origin(width: int, height: int, crop: int) -> tuple[int, int]:

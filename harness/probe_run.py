@@ -1,4 +1,7 @@
-"""Turn one probe stage into a record: read extraction + manifest, run the probe, describe everything.
+"""Turn one probe run into a record: read extraction + manifest, run the probe, describe everything.
+
+A run is a whole probe stage, or one (k, seed) `Shot` of a few-shot stage: then the probe trains on the
+subset `harness.fewshot` chooses from its training split, and evaluates as the full run does.
 
 The run's per-sample scores go to `paths.samples_path` (always written, so the DVC out exists: a failed
 run leaves a header-only file and `samples=None` in its record).
@@ -14,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from harness import paths
-from harness.config import Params, canonical_backbone
+from harness.config import ConfigError, Params, canonical_backbone
 from harness.datasets.manifest import Manifest
 from harness.environment import environment_fingerprint
 from harness.extract import entry_keys, read_extraction
 from harness.feature_cache import FeatureCache
+from harness.fewshot import UNIT_PARAM, Shot, fewshot_manifest
 from harness.preprocessing import Preprocess
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
 from harness.records import BackboneInfo, DatasetInfo, Failure, Record, write_text_atomic
@@ -42,14 +46,15 @@ def _feature_lookup(cache: FeatureCache, backbone: dict[str, Any], request: dict
     return lookup
 
 
-def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layers) -> dict[str, Any]:
+def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layers, fit: str = "crop") -> dict[str, Any]:
     wanted_layers = list(layers) if layers else None
     for request in extraction["requests"]:
         if request["mode"] == mode and (mode == "dense" or request["pooling"] == pooling) and (
             (request["layers"] and list(request["layers"])) or None
-        ) == wanted_layers:
+        ) == wanted_layers and request.get("fit", "crop") == fit:
             return request
-    raise MissingFeatureError(f"extraction has no {mode} features with pooling={pooling} layers={layers}")
+    raise MissingFeatureError(
+        f"extraction has no {mode} features with pooling={pooling} layers={layers} fit={fit}")
 
 
 def check_result(spec: ProbeSpec, result: ProbeResult) -> None:
@@ -70,22 +75,37 @@ def check_result(spec: ProbeSpec, result: ProbeResult) -> None:
                              f"({np.mean(column)!r})")
 
 
-def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) -> Record:
+def fewshot_unit(task: str) -> str:
+    """The task's few-shot unit; a task that trains nothing has none, and a few-shot grid may not list it."""
+    from harness.probes import PROBES
+
+    unit = get_probe(task).fewshot_unit
+    if unit is None:
+        able = [name for name in PROBES.names() if get_probe(name).fewshot_unit is not None]
+        raise ConfigError(f"task {task!r} has no few-shot protocol (it trains no probe); tasks that do: "
+                          f"{', '.join(able)}")
+    return unit
+
+
+def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, shot: Shot | None = None) -> Record:
     started = time.monotonic()
     spec = get_probe(task)
     probe_params = dict(params.probes[task])
     dataset_name = params.grids[grid].tasks[task]
-    seed = params.settings.seed
+    # A few-shot run's seed chooses its subset and seeds the probe, so the seeds of a curve are replicates.
+    seed = params.settings.seed if shot is None else shot.seed
     pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = probe_params.pop("layers", None)
     probe_params.pop("pooling", None)
+    protocol_params = dict(probe_params)
+    if shot is not None:
+        protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(task), "subset_seed": shot.seed}
     base: dict[str, Any] = {
-        "run_id": paths.stage_name(grid, task, backbone_name),
+        "run_id": paths.run_id(grid, task, backbone_name, shot),
         "backbone_name": canonical_backbone(backbone_name),
         "task": task,
         "level": spec.level,
         "protocol": spec.protocol,
-        "protocol_params": probe_params,
         "pooling_requested": pooling,
         "feature_mode": spec.feature_mode,
         "layers": list(layers) if layers else None,
@@ -93,13 +113,16 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
         "seed": seed,
         "headline_metric": spec.headline,
         "environment": environment_fingerprint(),
+        "k_shot": None if shot is None else shot.k,
     }
     backbone_info = dataset_info = None
     pooling_resolved = image_size = None
-    samples_path = paths.samples_path(grid, task, backbone_name)
+    samples_path = paths.samples_path(grid, task, backbone_name, shot)
     phase = "extract"
     try:
-        extraction = read_extraction(paths.features_dir(grid, backbone_name, dataset_name))
+        feature_dir = paths.features_dir(params.grids[grid].feature_grid(grid, dataset_name), backbone_name,
+                                         dataset_name)
+        extraction = read_extraction(feature_dir)
         if extraction["status"] != "ok":
             phase = extraction["phase"]
             raise RuntimeError(f"{extraction['error_type']}: {extraction['message']}")
@@ -112,19 +135,25 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
         image_size = described["preprocess"]["crop"]
         phase = "load_dataset"
         manifest = Manifest.load(paths.manifest_path(dataset_name))
+        base["protocol"] = spec.resolve_protocol(manifest)
         if manifest.identity != extraction["dataset_identity"]:
             raise RuntimeError("features were extracted from a different version of the dataset")
+        dataset_identity = manifest.identity
+        if shot is not None:
+            phase = "select_subset"
+            manifest, subset = fewshot_manifest(manifest, probe_params["train_split"], fewshot_unit(task), shot)
+            protocol_params |= subset
         phase = "probe"
-        request = _matching_request(extraction, spec.feature_mode, pooling, layers)
+        request = _matching_request(extraction, spec.feature_mode, pooling, layers, spec.fit)
         pooling_resolved = request["pooling_resolved"]
-        cache = FeatureCache(paths.features_dir(grid, backbone_name, dataset_name) / "entries")
+        cache = FeatureCache(feature_dir / "entries")
         geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
         geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
                                  "std": tuple(geometry_spec["std"])})
         inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry)
         split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
         dataset_info = DatasetInfo(
-            name=dataset_name, identity=manifest.identity, split=split,
+            name=dataset_name, identity=dataset_identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
         )
         result = spec.run(inputs)
@@ -138,6 +167,7 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params) ->
         write_text_atomic(samples_path, samples_csv([], {}))  # header only: the DVC out still exists
     return Record(
         **base,
+        protocol_params=protocol_params,
         backbone=backbone_info,
         dataset=dataset_info,
         pooling_resolved=pooling_resolved,

@@ -13,9 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-SCHEMA_VERSION = 2  # 2: per-sample scores (`samples`); version-1 records read with samples=None
+# 2: per-sample scores (`samples`); version-1 records read with samples=None.
+# 3: `k_shot`, the few-shot training subset size; version-1/2 records read with k_shot=None (full split).
+SCHEMA_VERSION = 3
 
 
 class RecordError(ValueError):
@@ -98,6 +100,9 @@ class Record(_Strict):
     duration_s: float
     environment: Environment
     samples: SamplesInfo | None = None
+    # Few-shot runs: the probe trained on k items of the training split (per class or in all, as
+    # protocol_params["k_shot_unit"] says), chosen with `seed`. None: the full training split.
+    k_shot: int | None = Field(default=None, ge=1)
 
     @field_validator("schema_version")
     @classmethod
@@ -116,6 +121,12 @@ class Record(_Strict):
         if bad:
             raise ValueError(f"non-finite metric values (NaN/inf are not JSON): {', '.join(bad)}")
         return metrics
+
+    @model_validator(mode="after")
+    def _k_shot_needs_version_3(self) -> Record:
+        if self.k_shot is not None and self.schema_version < 3:
+            raise ValueError(f"k_shot arrived in schema version 3; this record says {self.schema_version}")
+        return self
 
     @property
     def headline(self) -> float | None:

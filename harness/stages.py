@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness import paths
 from harness.config import Params, canonical_backbone, load_params
@@ -26,6 +28,9 @@ from harness.records import (
     write_records,
     write_text_atomic,
 )
+
+if TYPE_CHECKING:
+    from harness.fewshot import Shot
 
 log = logging.getLogger("visbench")
 
@@ -50,8 +55,8 @@ def feature_requests(dataset: str, params: Params) -> list:
             probe, spec = get_probe(task), params.probes[task]
             layers = tuple(spec["layers"]) if spec.get("layers") else None
             pooling = spec.get("pooling", "default") if probe.feature_mode == "pooled" else "default"
-            requests.add(FeatureRequest(probe.feature_mode, pooling, layers))
-    return sorted(requests, key=lambda r: (r.mode, r.pooling, r.layers or ()))
+            requests.add(FeatureRequest(probe.feature_mode, pooling, layers, probe.fit))
+    return sorted(requests, key=lambda r: (r.mode, r.pooling, r.layers or (), r.fit))
 
 
 def extract(grid: str, backbone_name: str, dataset: str, params: Params) -> None:
@@ -81,17 +86,73 @@ def extract(grid: str, backbone_name: str, dataset: str, params: Params) -> None
     write_extraction(out_dir, description)
 
 
-def probe(grid: str, task: str, backbone_name: str, params: Params) -> Record:
-    """Run one probe on cached features and write its record and DVC metrics file."""
+def stage_shots(params: Params, grid: str) -> list[Shot | None]:
+    """The runs one probe stage of `grid` makes: [None] (the full split), or every (k, seed) of its
+    `fewshot` spec, k-major."""
+    from harness.fewshot import Shot
+
+    spec = params.grids[grid].fewshot
+    if spec is None:
+        return [None]
+    return [Shot(k, seed) for k in spec.k_shots for seed in spec.seeds]
+
+
+def stage_run_ids(params: Params, grid: str, task: str, backbone_name: str) -> list[str]:
+    """The run ids of the records one probe stage writes, in the order it writes them."""
+    return [paths.run_id(grid, task, backbone_name, shot) for shot in stage_shots(params, grid)]
+
+
+def probe(grid: str, task: str, backbone_name: str, params: Params) -> list[Record]:
+    """Run one probe stage on cached features; write its record(s) and its DVC metrics file.
+
+    A grid with a `fewshot` spec runs every (k, seed) into the stage's folder (`paths.fewshot_dir`), one
+    record and samples file each; a failed (k, seed) is a failed record and the others still run.
+    """
     from harness.probe_run import run_probe_stage
 
-    record = run_probe_stage(grid, task, backbone_name, params)
-    write_text_atomic(paths.record_path(grid, task, backbone_name), dump_record(record) + "\n")
-    metrics = dict(record.metrics)
+    shots = stage_shots(params, grid)
+    records = []
+    for shot in shots:
+        # A task that trains nothing has no few-shot protocol: run_probe_stage raises ConfigError at once.
+        record = run_probe_stage(grid, task, backbone_name, params, shot)
+        write_text_atomic(paths.record_path(grid, task, backbone_name, shot), dump_record(record) + "\n")
+        log.info("%s: %s %s", record.run_id, record.status,
+                 f"{record.headline_metric}={record.headline:.4f}" if record.status == "ok" else record.failure)
+        records.append(record)
+    if shots == [None]:
+        metrics: dict[str, Any] = dict(records[0].metrics)
+    else:
+        _remove_stale_runs(grid, task, backbone_name, shots)
+        metrics = fewshot_metrics(records)
     write_text_atomic(paths.metrics_path(grid, task, backbone_name), json.dumps(metrics, indent=1, sort_keys=True))
-    log.info("%s: %s %s", record.run_id, record.status,
-             f"{record.headline_metric}={record.headline:.4f}" if record.status == "ok" else record.failure)
-    return record
+    return records
+
+
+def _remove_stale_runs(grid: str, task: str, backbone_name: str, shots: list[Shot]) -> None:
+    """Leave the stage's folder holding exactly this run's files, as DVC expects of an out (a k or seed
+    dropped from params.yaml must not linger; DVC itself clears outs before a stage runs)."""
+    wanted = {paths.record_path(grid, task, backbone_name, s) for s in shots}
+    wanted |= {paths.samples_path(grid, task, backbone_name, s) for s in shots}
+    for path in sorted(paths.fewshot_dir(grid, task, backbone_name).iterdir()):
+        if path not in wanted and path.is_file() and path.name.endswith((".json", ".samples.csv")):
+            path.unlink()
+
+
+def fewshot_metrics(records: list[Record]) -> dict[str, dict[str, float | int]]:
+    """The few-shot stage's DVC metrics: per k ("k4"), how many seeds ran and succeeded and, only when all
+    of them succeeded, every metric's mean over the seeds (never a mean over the survivors)."""
+    by_k: dict[int, list[Record]] = {}
+    for record in records:
+        by_k.setdefault(record.k_shot, []).append(record)
+    summary = {}
+    for k, group in sorted(by_k.items()):
+        ok = [r for r in group if r.status == "ok"]
+        entry: dict[str, float | int] = {"seeds": len(group), "seeds_ok": len(ok)}
+        if len(ok) == len(group):
+            for name in sorted(set.intersection(*(set(r.metrics) for r in ok))):
+                entry[name] = math.fsum(r.metrics[name] for r in ok) / len(ok)
+        summary[f"k{k}"] = entry
+    return summary
 
 
 def collect(params: Params) -> list[Record]:
@@ -100,9 +161,10 @@ def collect(params: Params) -> list[Record]:
     for grid_name, grid in sorted(params.grids.items()):
         for task in sorted(grid.tasks):
             for backbone in grid.backbones:
-                path = paths.record_path(grid_name, task, backbone)
-                if path.is_file():
-                    records += read_records(path)
+                for shot in stage_shots(params, grid_name):
+                    path = paths.record_path(grid_name, task, backbone, shot)
+                    if path.is_file():
+                        records += read_records(path)
     records.sort(key=lambda r: r.run_id)
     write_records(paths.CORPUS, records)
     log.info("corpus: %d records (%d failed) → %s", len(records),

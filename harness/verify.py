@@ -4,7 +4,8 @@ Extraction and probing run again from the prepared datasets into a scratch folde
 is touched), and each metric is compared with the corpus under the record's declared tolerance. On the
 same CPU build, runs agree exactly: inference, the seeded AdamW probe and the rankings are
 deterministic, and the tolerances are 0. Where both records carry per-sample scores, their files must be
-byte-identical too (check `samples_sha256`, tolerance 0).
+byte-identical too (check `samples_sha256`, tolerance 0). A few-shot stage is re-run whole and each of
+its (k, seed) records compared with the committed one of the same run id.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def compare(committed: Record, reproduced: Record) -> list[MetricCheck]:
     if committed.samples is not None and reproduced.samples is not None:
         same = committed.samples.sha256 == reproduced.samples.sha256
         checks.append(_same(committed.run_id, "samples_sha256", same))
+    if "subset_sha256" in committed.protocol_params:  # a few-shot run trained on the same items
+        same = committed.protocol_params["subset_sha256"] == reproduced.protocol_params.get("subset_sha256")
+        checks.append(_same(committed.run_id, "subset_sha256", same))
     return checks
 
 
@@ -67,7 +71,8 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None) ->
     from harness import stages
 
     corpus = {r.run_id: r for r in read_records(paths.CORPUS)}
-    missing = [run.stage for run in runs if run.stage not in corpus]
+    missing = [run_id for run in runs for run_id in stages.stage_run_ids(params, run.grid, run.task, run.backbone)
+               if run_id not in corpus]
     if missing:
         raise KeyError(f"no committed record for {', '.join(missing)}; run the grid and commit the corpus first")
     for dataset in sorted({run.dataset for run in runs}):
@@ -77,12 +82,13 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None) ->
     with tempfile.TemporaryDirectory(prefix="visbench-verify-", dir=scratch) as tmp, paths.scratch_outputs(Path(tmp)):
         extracted = set()
         for index, run in enumerate(runs, start=1):
-            key = (run.grid, run.backbone, run.dataset)
+            feature_grid = params.grids[run.grid].feature_grid(run.grid, run.dataset)
+            key = (feature_grid, run.backbone, run.dataset)
             if key not in extracted:
-                stages.extract(run.grid, run.backbone, run.dataset, params)
+                stages.extract(feature_grid, run.backbone, run.dataset, params)
                 extracted.add(key)
-            reproduced = stages.probe(run.grid, run.task, run.backbone, params)
-            result = compare(corpus[run.stage], reproduced)
+            result = [check for reproduced in stages.probe(run.grid, run.task, run.backbone, params)
+                      for check in compare(corpus[reproduced.run_id], reproduced)]
             checks += result
             worst = max((abs(c.difference) for c in result if c.difference is not None), default=0.0)
             log.info("[%d/%d] verify %s: %s (max |diff| %.3g)", index, len(runs), run.stage,

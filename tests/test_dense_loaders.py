@@ -11,9 +11,9 @@ import scipy.io
 from PIL import Image
 
 from harness.datasets import Manifest, prepare_dataset
-from harness.datasets.bsds500 import read_bsds_ground_truth
+from harness.datasets.bsds500 import figure_ground, read_bsds_ground_truth
 from harness.datasets.dense_folders import VOC_CLASSES
-from harness.datasets.dense_targets import natural_key, target_file
+from harness.datasets.dense_targets import natural_key, read_array, target_file
 from harness.hashing import sha256_file
 
 BSDS = Path("/work/shared/data/bsds500")
@@ -32,7 +32,8 @@ def _png(path: Path, array: np.ndarray, mode: str | None = None) -> None:
 
 
 def _arrays(manifest: Manifest, out: Path, item_path: str) -> dict[str, np.ndarray]:
-    return {name: np.load(target_file(manifest, item_path, name, out)) for name in manifest.extra["targets"][item_path]}
+    names = manifest.extra["targets"][item_path]
+    return {name: read_array(target_file(manifest, item_path, name, out)) for name in names}
 
 
 def _moved_identity(spec: dict, root: Path, tmp_path: Path) -> str:
@@ -91,6 +92,7 @@ def test_bsds500_fixture_decodes(tmp_path):
         np.testing.assert_array_equal(arrays["boundaries"], bnds)
         np.testing.assert_array_equal(arrays["segmentation"], segs)
         assert arrays["boundaries"].dtype == np.uint8 and arrays["segmentation"].dtype == np.uint16
+        np.testing.assert_array_equal(arrays["foreground"], figure_ground(segs))
         for entry in manifest.extra["targets"][item.path].values():
             assert entry["base"] == "prepared" and sha256_file(out / entry["path"]) == entry["sha256"]
     assert "Berkeley" in manifest.params["source"]
@@ -344,3 +346,34 @@ def test_taskonomy_buildings_depth_and_mask(tmp_path):
     assert changed.identity != manifest.identity
     assert _arrays(changed, tmp_path / "changed", manifest.items[3].path)["depth"][1, 1] == 0
     assert _moved_identity(spec, root, tmp_path) == changed.identity
+
+
+def test_bsds500_figure_ground_is_the_majority_outside_each_largest_region():
+    a = np.array([[1, 1, 2], [1, 1, 3]], dtype=np.uint16)  # largest region: 1
+    b = np.array([[1, 1, 2], [1, 2, 2]], dtype=np.uint16)  # largest region: 1 (tie 3–3 → smaller label)
+    c = np.array([[5, 5, 5], [5, 5, 4]], dtype=np.uint16)  # largest region: 5
+    mask = figure_ground(np.stack([a, b, c]))
+    # outside counts: [[0,0,2],[0,1,3]]; strict majority of 3 is ≥ 2
+    assert mask.tolist() == [[0, 0, 1], [0, 0, 1]]
+    assert figure_ground(np.stack([a, c])).tolist() == [[0, 0, 0], [0, 0, 1]]  # 1 of 2 is not a majority
+
+
+def test_voc_void_pixels_neither_train_nor_score(tmp_path):
+    """VOC's 255 (object borders nobody labelled) is outside the 21 classes: the semantic probe must mask
+    it (v1 stopped with "labels outside 0..20"), and a run is still finite and reproducible."""
+    from harness.probes import ProbeInputs, get_probe
+
+    root = tmp_path / "VOCdevkit"
+    labels = _voc_fixture(root)
+    assert any((label == 255).any() for label in labels.values()), "the fixture must contain void pixels"
+    manifest = prepare_dataset("voc", {"kind": "voc2012", "root": str(root)}, tmp_path / "prepared")
+    rng = np.random.default_rng(0)
+    features = {item.path: rng.normal(size=(8, 4, 4)).astype(np.float32) for item in manifest.items}
+    params = {"train_split": "train", "eval_split": "val", "epochs": 2, "lr": 0.01, "weight_decay": 0.0,
+              "batch_size": 2, "head": "linear", "target_size": 8}
+    run = lambda: get_probe("semantic_segmentation").run(  # noqa: E731
+        ProbeInputs(manifest, lambda item: features[item.path], params, seed=0))
+    result = run()
+    assert all(np.isfinite(v) for v in result.metrics.values())
+    assert 0.0 <= result.metrics["miou"] <= 1.0
+    assert run().metrics == result.metrics

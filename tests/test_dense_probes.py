@@ -254,7 +254,7 @@ def _fake_features(manifest: Manifest):
 
 
 PARAMS = {"train_split": "train", "eval_split": "val", "epochs": 3, "lr": 0.01, "weight_decay": 0.0,
-          "batch_size": 4, "head": "linear", "target_size": 16}
+          "batch_size": 2, "head": "linear", "target_size": 16}  # several eval batches
 
 
 @pytest.mark.parametrize(("task", "head"), [("depth", "linear"), ("semantic_segmentation", "linear"),
@@ -285,5 +285,51 @@ def test_dense_specs():
               "semantic_segmentation": "high", "edge": "low", "keypoints2d": "low"}
     for name, level in levels.items():
         spec = PROBES.get(name)()
-        assert spec.level == level and spec.feature_mode == "dense" and spec.protocol.endswith("/v1")
+        assert spec.level == level and spec.feature_mode == "dense" and spec.protocol.endswith("/v2")
         assert "train_loss" in spec.lower_is_better and spec.headline not in spec.lower_is_better
+
+
+def test_semantic_per_image_skips_invalid_pixels():
+    rng = np.random.default_rng(1)
+    pred, gt = rng.integers(0, 3, (2, 6, 6)), rng.integers(0, 3, (2, 6, 6))
+    valid = rng.random((2, 6, 6)) > 0.3
+    scores = M.semantic_per_image(pred, gt, 3, valid)
+    for i in range(2):
+        expected = np.mean(pred[i][valid[i]] == gt[i][valid[i]])
+        assert scores["pixel_acc"][i] == pytest.approx(expected)
+
+
+def test_heads_start_at_the_training_prior(scenes):
+    """The output bias is the training split's prior: mean log-depth for depth, log class frequency for
+    semantics. A zero-weight head therefore predicts exactly the prior."""
+    from harness.probes.dense import probes as dense
+    from harness.probes.dense.streaming import DenseStream
+
+    def load(task, name):
+        return lambda item: task.encode(dense.T.load_target(scenes, item, name), 16)
+
+    train = scenes.split("train")
+    depth = DenseStream(train, _fake_features(scenes), 4, load(dense.DEPTH, "depth"))
+    bias = dense._prior_bias(dense.DEPTH, depth, 1)
+    logs = [np.log(t[v]) for t, v in (load(dense.DEPTH, "depth")(i) for i in train)]
+    assert bias[0] == pytest.approx(np.concatenate(logs).mean(), rel=1e-5)
+    semantic = DenseStream(train, _fake_features(scenes), 4, load(dense.SEMANTIC, "semantic"))
+    k = len(scenes.classes)
+    bias = dense._prior_bias(dense.SEMANTIC, semantic, k)
+    counts = np.bincount(np.concatenate([t.ravel() for t, _ in (load(dense.SEMANTIC, "semantic")(i) for i in train)]),
+                         minlength=k)
+    assert np.allclose(np.exp(bias), (counts + 1) / (counts.sum() + k), rtol=1e-5)
+    head = build_head("linear", [16], k, bias)
+    torch.nn.init.zeros_(head.output_layer.weight)
+    logits = head([torch.randn(1, 16, 8, 8)], 16)
+    assert torch.allclose(logits[0, :, 0, 0], torch.from_numpy(bias))
+
+
+def test_edge_task_reads_the_target_each_dataset_has(scenes):
+    from harness.probes.dense import probes as dense
+
+    assert dense._target_name(dense.EDGE, scenes) == "texture_edges"
+    bsds_like = Manifest("b", "/x", scenes.items[:1], extra={"targets": {scenes.items[0].path: {"edge": {}}}})
+    assert dense._target_name(dense.EDGE, bsds_like) == "edge"
+    with pytest.raises(KeyError, match="has no 'foreground' target; it has: edge"):
+        dense._target_name(dense.GENERIC, bsds_like)

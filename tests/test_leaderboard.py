@@ -30,6 +30,7 @@ from harness.leaderboard import (
 )
 from harness.leaderboard.markdown import protocol_anchor
 from harness.leaderboard.render import is_generated
+from harness.leaderboard.render_fewshot import FEWSHOT_PROTOCOL
 from harness.leaderboard.statistics import PairingError
 from harness.records import BackboneInfo, DatasetInfo, Environment, Failure, Record, read_records
 from harness.samples import SamplesError, write_samples
@@ -249,6 +250,24 @@ def test_check_comparable_names_differing_fields(corpus):
     assert "precision" not in message and "image_size" not in message
     check_comparable(corpus[:5])  # one board: no error
     assert comparability_key(corpus[0]) == comparability_key(corpus[3]) != comparability_key(corpus[5])
+
+
+def test_k_shot_enters_the_key_only_when_set(corpus):
+    """A full-split run keeps the key it had before few-shot runs existed (its anchor and derived seeds too);
+    the same run at some k gets another key, and check_comparable names k_shot."""
+    from harness.hashing import hash_json
+    from harness.leaderboard.comparability import COMPARABILITY_FIELDS, comparability_fields
+
+    record = corpus[0]
+    before = comparability_fields(record)
+    assert "k_shot" not in before and set(before) == set(COMPARABILITY_FIELDS) - {"k_shot"}
+    assert comparability_key(record) == hash_json(before, length=12)
+    few = record.model_copy(update={"k_shot": 4, "run_id": record.run_id + ".k4.s0"})
+    assert comparability_key(few) != comparability_key(record)
+    with pytest.raises(ComparabilityError, match=r"k_shot differs \(null vs 4\)"):
+        check_comparable([record, few])
+    assert [row["run_id"] for board in boards(connect_corpus([*corpus, few])) for row in board["rows"]
+            if row["run_id"] == few.run_id] == []  # on no board
 
 
 def test_rendering_is_deterministic(corpus):
@@ -547,6 +566,9 @@ def test_stale_generated_files_go_in_every_generated_dir(sampled, tmp_path):
 
 def test_committed_protocols_have_the_anchors_boards_link_to():
     text = (REPO / "docs" / "protocols.md").read_text()
-    for protocol in sorted({r.protocol for r in read_records(REPO / "leaderboard" / "corpus.jsonl")}):
+    corpus = read_records(REPO / "leaderboard" / "corpus.jsonl")
+    # learning curves link the few-shot protocol's section beside the probe's own
+    fewshot = {FEWSHOT_PROTOCOL} if any(r.k_shot is not None for r in corpus) else set()
+    for protocol in sorted({r.protocol for r in corpus} | fewshot):
         anchor = protocol_anchor(protocol)
         assert f"{{ #{anchor} }}" in text, f"docs/protocols.md has no heading with id {anchor} for {protocol}"

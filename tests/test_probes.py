@@ -212,7 +212,8 @@ def test_topk_accuracy_by_hand():
 def test_registered_probes():
     assert set(PROBES.names()) == {
         "classification", "correspondence", "retrieval", "depth", "surface_normal", "generic_segmentation",
-        "semantic_segmentation", "edge", "keypoints2d", "occlusion_edge"}
+        "semantic_segmentation", "edge", "keypoints2d", "occlusion_edge", "similarity",
+        "detection"}
     assert get_probe("correspondence").higher_is_better({"pck@8": 1, "mean_error_px": 2}) == {
         "pck@8": True, "mean_error_px": False}
 
@@ -341,3 +342,15 @@ def test_evaluation_points_stay_inside_the_margin():
     for p in (points, apply_homography(homography, points)):
         assert (p >= lo - 1e-9).all() and (p <= hi + 1e-9).all()
     assert len(evaluation_points(SIZE, 12, 0.1, np.eye(3))) == 144
+
+
+def test_floored_std_keeps_near_constant_features_from_exploding():
+    from harness.probes.base import STD_FLOOR, floored_std
+
+    std = np.array([1.0, 2.0, 1e-9, 0.0])
+    floor = STD_FLOOR * np.sqrt(np.mean(std**2))
+    out = floored_std(std)
+    assert out.dtype == np.float32
+    assert np.allclose(out, np.maximum(std, floor) + 1e-6, rtol=1e-6)
+    assert out[2] == out[3] and out[2] > 0.1  # the floor, not 1e-9
+    assert np.allclose(floored_std(np.full(5, 3.0)), 3.0 + 1e-6)  # no effect on a uniform scale

@@ -105,12 +105,36 @@ def test_unknown_nested_field_is_refused_by_name():
 def test_version_1_records_remain_readable():
     """Version 1 predates per-sample files: such records carry no `samples` and read with samples=None."""
     payload = _as_dict(make_record())
-    del payload["samples"]
+    del payload["samples"], payload["k_shot"]
     payload["schema_version"] = 1
     record = parse_record(json.dumps(payload))
-    assert record.schema_version == 1 and record.samples is None
+    assert record.schema_version == 1 and record.samples is None and record.k_shot is None
     assert record.metrics == make_record().metrics
     assert parse_record(dump_record(record)) == record  # and round-trips as version 1
+
+
+def test_version_2_records_read_as_full_split_runs():
+    """Version 2 predates few-shot runs: no `k_shot`, which reads as None (trained on the full split)."""
+    payload = _as_dict(make_record())
+    del payload["k_shot"]
+    payload["schema_version"] = 2
+    record = parse_record(json.dumps(payload))
+    assert record.schema_version == 2 and record.k_shot is None and record.samples == SAMPLES
+    assert parse_record(dump_record(record)) == record
+    with pytest.raises(RecordError, match="k_shot arrived in schema version 3"):
+        parse_record(json.dumps({**payload, "k_shot": 4}))
+
+
+def test_few_shot_record_round_trips():
+    record = make_record(run_id="fewshot-classification@resnet18.random.k4.s2", k_shot=4, seed=2,
+                         protocol_params={"epochs": 100, "k_shot": 4, "k_shot_unit": "images_per_class",
+                                          "subset_seed": 2, "subset_size": 40, "subset_sha256": "ab" * 32})
+    assert SCHEMA_VERSION == 3 and record.schema_version == 3
+    text = dump_record(record)
+    assert parse_record(text) == record and json.loads(text)["k_shot"] == 4
+    for bad in (0, -1, "four"):
+        with pytest.raises(RecordError, match="k_shot"):
+            parse_record(json.dumps({**_as_dict(record), "k_shot": bad}))
 
 
 def test_samples_info_is_strict():

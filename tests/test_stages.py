@@ -129,14 +129,14 @@ def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
 def test_cached_images_are_never_decoded_again(project, monkeypatch):
     work, images = project
     params = _extracted_control(work, images)
-    first = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    [first] = stages.probe("g", "classification", "cifar_resnet20.random", params)
 
     def refuse(path):
         raise AssertionError(f"decoded {path} although its features are cached")
 
     monkeypatch.setattr(extract_module, "load_image", refuse)
     stages.extract("g", "cifar_resnet20.random", "tiny", params)
-    again = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    [again] = stages.probe("g", "classification", "cifar_resnet20.random", params)
     assert again.status == "ok" and again.metrics == first.metrics
     assert again.samples == first.samples  # same bytes, same SHA-256
 
@@ -194,7 +194,7 @@ def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypat
 
     spec = dataclasses.replace(real, run=off_by_a_little)
     monkeypatch.setattr(probe_run, "get_probe", lambda task: spec)
-    record = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    [record] = stages.probe("g", "classification", "cifar_resnet20.random", params)
     assert record.status == "failed" and record.failure.phase == "probe"
     assert "top5" in record.failure.message and "mean of its per-sample column" in record.failure.message
     assert record.samples is None and record.metrics == {}

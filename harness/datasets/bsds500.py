@@ -16,6 +16,12 @@ written into the prepared folder, `<split>/<id>/` (see `dense_targets` for the p
 | edge | edges.npy | (H, W) float32 mean of the annotators' Boundaries: the soft human agreement, 0..1 |
 | boundaries | boundaries.npy | (A, H, W) uint8 0/1, every annotator's Boundaries (for ODS/OIS) |
 | segmentation | segmentation.npy | (A, H, W) uint16, every annotator's Segmentation |
+| foreground | foreground.png | (H, W) uint8 0/1 figure–ground, derived: 1 where most annotators put the |
+| | | pixel outside their largest region |
+
+BSDS500 has no figure–ground labels; `foreground` is this harness's derivation for the binary generic
+segmentation probe (the largest region of an annotation is usually the sky, ground or water the
+objects stand on). Ties (an even split of annotators) count as background.
 
 Ids are sorted with digit runs compared as numbers (all BSDS ids are numbers); `limit_per_split` keeps
 the first N. Terms: research use under the Berkeley terms; cite Arbelaez, Maire, Fowlkes, Malik,
@@ -29,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from harness.datasets.dense_targets import first_n, save_npy
+from harness.datasets.dense_targets import PREPARED, first_n, save_npy
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS
+from harness.datasets.sources import DATASET_KINDS, _write_png
 from harness.hashing import sha256_file
 
 BSDS_SPLITS = ("train", "val", "test")
@@ -60,6 +66,18 @@ def read_bsds_ground_truth(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if len(shapes) != 1:
         raise ValueError(f"{path}: annotators disagree on the image size: {sorted(shapes)}")
     return np.stack(segmentations), np.stack(boundaries)
+
+
+def figure_ground(segmentations: np.ndarray) -> np.ndarray:
+    """(H, W) uint8: 1 where a strict majority of annotators place the pixel outside their largest region.
+
+    The largest region is the label with the most pixels (ties: the smallest label, so it is deterministic).
+    """
+    outside = np.zeros(segmentations.shape[1:], dtype=np.int32)
+    for labels in segmentations:
+        counts = np.bincount(labels.ravel())
+        outside += labels != int(np.argmax(counts))
+    return (2 * outside > len(segmentations)).astype(np.uint8)
 
 
 def _matrix(value: object) -> np.ndarray:
@@ -93,10 +111,13 @@ def prepare_bsds500(
             segmentation, boundaries = read_bsds_ground_truth(base / "groundTruth" / split / f"{image_id}.mat")
             edges = boundaries.astype(np.float32).mean(axis=0, dtype=np.float32)
             folder = f"{split}/{image_id}"
+            foreground = {"path": f"{folder}/foreground.png", "base": PREPARED,
+                          "sha256": _write_png(out_dir / f"{folder}/foreground.png", figure_ground(segmentation))}
             targets[rel] = {
                 "edge": save_npy(out_dir, f"{folder}/edges.npy", edges),
                 "boundaries": save_npy(out_dir, f"{folder}/boundaries.npy", boundaries),
                 "segmentation": save_npy(out_dir, f"{folder}/segmentation.npy", segmentation),
+                "foreground": foreground,
             }
             annotators[rel] = int(boundaries.shape[0])
             items.append(Item(rel, sha256_file(base / rel), split))

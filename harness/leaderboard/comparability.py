@@ -2,8 +2,13 @@
 
 Two runs share a board only when everything that changes the number, other than the backbone, is the
 same: the task and its versioned protocol with its parameters, the exact dataset content and split,
-and how features were taken (pooling as requested, feature mode, layers, precision, input size). The
-comparability key is a short hash of exactly those fields, so it is derived, never written by hand.
+how features were taken (pooling as requested, feature mode, layers, precision, input size) and, for
+a few-shot run, k. The comparability key is a short hash of exactly those fields, so it is derived,
+never written by hand.
+
+Few-shot runs are never ranked (`db` keeps them off the boards: each backbone has one run per seed).
+Their `curve_key` drops k and the subset (seed, size, items) from the key: the runs one learning curve
+is drawn from, every k and seed of every backbone.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harness.fewshot import SUBSET_PARAMS
 from harness.hashing import canonical_json, hash_json
 from harness.records import Record
 
@@ -27,6 +33,7 @@ COMPARABILITY_FIELDS: tuple[str, ...] = (
     "layers",
     "precision",
     "image_size",
+    "k_shot",
 )
 
 _KEY_LENGTH = 12
@@ -37,12 +44,27 @@ class ComparabilityError(ValueError):
 
 
 def comparability_fields(record: Record) -> dict[str, Any]:
-    """The values of COMPARABILITY_FIELDS for one record (None where the dataset is missing)."""
-    return {path: _field_value(record, path) for path in COMPARABILITY_FIELDS}
+    """The values of COMPARABILITY_FIELDS for one record (None where the dataset is missing).
+
+    k_shot is left out when None, so a full-split run keeps the key it had before few-shot runs existed
+    (and with it its board's anchor and the bootstrap seeds derived from the key).
+    """
+    fields = {path: _field_value(record, path) for path in COMPARABILITY_FIELDS}
+    if fields["k_shot"] is None:
+        del fields["k_shot"]
+    return fields
 
 
 def comparability_key(record: Record) -> str:
     return hash_json(comparability_fields(record), length=_KEY_LENGTH)
+
+
+def curve_key(record: Record) -> str:
+    """The learning curve a few-shot run belongs to: its comparability fields less k and the subset."""
+    fields = comparability_fields(record)
+    fields.pop("k_shot", None)
+    fields["protocol_params"] = {k: v for k, v in record.protocol_params.items() if k not in SUBSET_PARAMS}
+    return hash_json({"curve": fields}, length=_KEY_LENGTH)
 
 
 def check_comparable(records: Sequence[Record]) -> None:

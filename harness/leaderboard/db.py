@@ -2,12 +2,15 @@
 
 `connect_corpus` flattens records into three in-memory tables:
 
-- `records`: one row per run (nested blocks as canonical JSON text, so equal values compare equal);
+- `records`: one row per run (nested blocks as canonical JSON text, so equal values compare equal;
+  `k_shot` and `curve_key` set for few-shot runs);
 - `metrics`: one row per (run, metric), with the metric's direction and `verify` tolerance;
 - `backbones`: one row per distinct (backbone name, identity), with its weights, architecture and
   preprocessing blocks as canonical JSON text;
 
-and defines the view `board_rows`: every ok run placed on its board (rank, normalised rank).
+and defines the view `board_rows`: every ok full-split run placed on its board (rank, normalised rank).
+Few-shot runs are on no board: a backbone has one per seed, and ranking replicates against each other
+would be meaningless. `db_fewshot` aggregates them into learning curves instead.
 `load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`.
 
 The query functions return plain lists of dicts in a fixed order, so a page rendered from them is a
@@ -23,7 +26,7 @@ from typing import Any
 import duckdb
 
 from harness.hashing import canonical_json
-from harness.leaderboard.comparability import ComparabilityError, comparability_key
+from harness.leaderboard.comparability import ComparabilityError, comparability_key, curve_key
 from harness.leaderboard.db_samples import load_samples_table as load_samples_table  # the per-sample tables
 from harness.records import Record
 
@@ -61,6 +64,8 @@ CREATE TABLE records (
     headline_value DOUBLE,
     duration_s DOUBLE NOT NULL,
     comparability_key VARCHAR NOT NULL,
+    k_shot INTEGER,
+    curve_key VARCHAR,
     weights_kind VARCHAR,
     weights_sha VARCHAR,
     git_commit VARCHAR
@@ -85,7 +90,7 @@ CREATE TABLE backbones (
 """
 
 # Task levels read high → mid → low on every page, not alphabetically.
-_LEVEL_ORDER = "CASE level WHEN 'high' THEN 0 WHEN 'mid' THEN 1 WHEN 'low' THEN 2 END"
+LEVEL_ORDER = "CASE level WHEN 'high' THEN 0 WHEN 'mid' THEN 1 WHEN 'low' THEN 2 END"
 
 
 def connect_corpus(records: list[Record]) -> duckdb.DuckDBPyConnection:
@@ -169,6 +174,8 @@ def _record_row(record: Record) -> tuple[Any, ...]:
         record.headline,
         record.duration_s,
         comparability_key(record),
+        record.k_shot,
+        None if record.k_shot is None else curve_key(record),
         weights.get("kind"),
         weights.get("file_sha256") or weights.get("state_sha256"),
         record.environment.git_commit,
@@ -199,7 +206,7 @@ WITH ok AS (
     SELECT r.*, m.higher_is_better AS headline_higher_is_better
     FROM records r
     LEFT JOIN metrics m ON m.run_id = r.run_id AND m.metric = r.headline_metric
-    WHERE r.status = 'ok'
+    WHERE r.status = 'ok' AND r.k_shot IS NULL
 ),
 board AS (
     SELECT comparability_key, bool_and(headline_higher_is_better) AS higher_is_better
@@ -250,9 +257,9 @@ SELECT comparability_key,
        min(layers) AS layers, min(precision) AS precision, min(image_size) AS image_size,
        min(headline_metric) AS headline_metric,
        count(DISTINCT headline_metric) AS headline_metrics
-FROM records WHERE status = 'ok'
+FROM records WHERE status = 'ok' AND k_shot IS NULL
 GROUP BY comparability_key
-ORDER BY min({_LEVEL_ORDER}), task, dataset_name, split, protocol, pooling_requested, feature_mode,
+ORDER BY min({LEVEL_ORDER}), task, dataset_name, split, protocol, pooling_requested, feature_mode,
          layers, precision, image_size NULLS FIRST, comparability_key
 """
 
@@ -263,7 +270,7 @@ SELECT r.comparability_key, m.metric,
        count(DISTINCT m.higher_is_better) AS directions,
        count(*) FILTER (WHERE m.higher_is_better IS NULL) AS undirected
 FROM records r JOIN metrics m USING (run_id)
-WHERE r.status = 'ok'
+WHERE r.status = 'ok' AND r.k_shot IS NULL
 GROUP BY r.comparability_key, m.metric
 ORDER BY r.comparability_key, m.metric = min(r.headline_metric) DESC, m.metric
 """
@@ -317,20 +324,23 @@ def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         SELECT run_id, backbone_name, task, level, dataset_name, split,
                failure_phase, failure_type, failure_message
         FROM records WHERE status = 'failed'
-        ORDER BY {_LEVEL_ORDER}, task, backbone_name, run_id
+        ORDER BY {LEVEL_ORDER}, task, backbone_name, run_id
     """)
 
 
 def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per task: level, number of boards, ok runs and failed runs."""
+    """Per task: level, number of boards, ok runs and failed runs; of the ok runs, how many are few-shot
+    runs (on no board) and on how many learning curves they lie."""
     return fetch(con, f"""
         SELECT level, task,
-               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok') AS boards,
+               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok' AND k_shot IS NULL) AS boards,
                count(*) FILTER (WHERE status = 'ok') AS ok_runs,
-               count(*) FILTER (WHERE status = 'failed') AS failed_runs
+               count(*) FILTER (WHERE status = 'failed') AS failed_runs,
+               count(*) FILTER (WHERE status = 'ok' AND k_shot IS NOT NULL) AS fewshot_runs,
+               count(DISTINCT curve_key) FILTER (WHERE status = 'ok') AS curves
         FROM records
         GROUP BY level, task
-        ORDER BY {_LEVEL_ORDER}, task
+        ORDER BY {LEVEL_ORDER}, task
     """)
 
 
@@ -366,9 +376,11 @@ def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> l
 
 def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
     return fetch(con, f"""
-        SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value
+        SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value,
+               k_shot, seed
         FROM records WHERE backbone_name = ?
-        ORDER BY {_LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, run_id
+        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, k_shot NULLS FIRST,
+                 seed, run_id
     """, [backbone_name])
 
 
@@ -376,10 +388,10 @@ def level_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per level: number of tasks, boards, ok runs and failed runs."""
     return fetch(con, f"""
         SELECT level, count(DISTINCT task) AS tasks,
-               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok') AS boards,
+               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok' AND k_shot IS NULL) AS boards,
                count(*) FILTER (WHERE status = 'ok') AS ok_runs,
                count(*) FILTER (WHERE status = 'failed') AS failed_runs
         FROM records
         GROUP BY level
-        ORDER BY {_LEVEL_ORDER}
+        ORDER BY {LEVEL_ORDER}
     """)

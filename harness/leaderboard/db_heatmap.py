@@ -44,7 +44,9 @@ def backbone_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     rows = fetch(con, f"""
         WITH columns AS ({_COLUMNS_CTE}),
         cells AS ({_CELLS_CTE}),
-        names AS (SELECT backbone_name, bool_or(control) AS control FROM records GROUP BY backbone_name)
+        -- few-shot runs are on no board: a backbone with nothing else has no row to show
+        names AS (SELECT backbone_name, bool_or(control) AS control FROM records WHERE k_shot IS NULL
+                  GROUP BY backbone_name)
         SELECT n.backbone_name, n.control,
                list(c.normalised_rank ORDER BY col.comparability_key)
                    FILTER (WHERE c.comparability_key IS NOT NULL) AS ranks,

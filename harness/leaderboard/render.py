@@ -14,12 +14,14 @@ from pathlib import Path
 
 import duckdb
 
-from harness.leaderboard import db
+from harness.leaderboard import db, db_fewshot
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import GENERATED_HEADER, page_stem
 from harness.leaderboard.plots import agreement_svg, heatmap_svg
+from harness.leaderboard.plots_fewshot import curve_svg
 from harness.leaderboard.render_backbones import render_backbone_page
 from harness.leaderboard.render_boards import render_level_page, render_task_page
+from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
 from harness.leaderboard.render_provenance import render_run_page
 from harness.records import Record, write_text_atomic
@@ -62,6 +64,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) ->
     tasks = db.task_summary(con)
     backbones = db.backbone_summary(con)
     all_failed = db.failed_runs(con)
+    curves = db_fewshot.curves(con)
+    labels = curve_labels(curves)
     pages = {"index.md": render_index(levels, tasks, backbones, analysis), "agreement.md": render_agreement(analysis)}
     if analysis.columns:
         pages["plots/heatmap.svg"] = heatmap_svg(analysis)
@@ -72,10 +76,13 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) ->
     for task in tasks:
         boards = [b for b in analysis.boards if b["task"] == task["task"] and b["level"] == task["level"]]
         failed = [f for f in all_failed if f["task"] == task["task"] and f["level"] == task["level"]]
+        task_curves = [c for c in curves if c["task"] == task["task"] and c["level"] == task["level"]]
         path = f"tasks/{page_stem(task['task'])}.md"
         if path in pages:
             raise ValueError(f"task {task['task']!r} is recorded at more than one level")
-        pages[path] = render_task_page(task, boards, failed, analysis)
+        pages[path] = render_task_page(task, boards, failed, analysis, task_curves, labels)
+        for curve in task_curves:
+            pages[curve_plot_path(curve)] = curve_svg(curve, labels[curve["curve_key"]])
     for backbone in backbones:
         name = backbone["backbone_name"]
         page = render_backbone_page(backbone, db.backbone_identities(con, name), db.backbone_runs(con, name), analysis)

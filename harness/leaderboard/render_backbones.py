@@ -54,8 +54,9 @@ def render_backbone_page(
     lines += _rank_profile(summary["backbone_name"], analysis)
     lines += ["## Runs", ""]
     lines += table(
-        ["Task", "Dataset", "Split", "Precision", "Status", "Headline metric", "Value", "Run"],
-        [[task_link(r["task"], "../"), cell(r["dataset_name"]), cell(r["split"]), cell(r["precision"]),
+        ["Task", "Dataset", "Split", "Training", "Precision", "Status", "Headline metric", "Value", "Run"],
+        [[task_link(r["task"], "../"), cell(r["dataset_name"]), cell(r["split"]),
+          "full split" if r["k_shot"] is None else f"k={r['k_shot']}, seed {r['seed']}", cell(r["precision"]),
           r["status"], cell(r["headline_metric"]), number(r["headline_value"]), run_link(r["run_id"], "../")]
          for r in runs],
     )

@@ -24,6 +24,7 @@ from harness.leaderboard.markdown import (
     truncate,
     with_interval,
 )
+from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
 
 
@@ -127,13 +128,18 @@ def _directions(metrics: list[dict[str, Any]]) -> str:
 
 
 def render_task_page(
-    task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis
+    task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis,
+    curves: list[dict[str, Any]], curve_labels: dict[str, str],
 ) -> str:
+    fewshot = task["fewshot_runs"]
+    runs = f"{count(task['ok_runs'] - fewshot, 'successful run')} on {count(task['boards'], 'board')}, "
+    if fewshot:
+        runs += (f"{count(fewshot, 'few-shot run')} on {count(task['curves'], 'learning curve')} "
+                 "([below](#learning-curves)), ")
     lines = [
         f"# {cell(task['task'])}",
         "",
-        f"Level: {level_link(task['level'], '../')}. {count(task['ok_runs'], 'successful run')} on "
-        f"{count(task['boards'], 'board')}, {count(task['failed_runs'], 'failed run')}. "
+        f"Level: {level_link(task['level'], '../')}. {runs}{count(task['failed_runs'], 'failed run')}. "
         "Each board holds runs that share a comparability key; numbers on different boards are not "
         "comparable. Headline values carry a 95% bootstrap interval over the run's per-sample scores; "
         "rows sharing a tie group letter are not significantly different "
@@ -141,9 +147,10 @@ def render_task_page(
         "",
     ]
     if not boards:
-        lines += ["No successful runs.", ""]
+        lines += ["No successful runs on a board." if fewshot else "No successful runs.", ""]
     for board in boards:
         lines += render_board(board, analysis)
+    lines += render_curves(curves, curve_labels)
     lines += ["## Failed runs", ""]
     if failed:
         lines += table(

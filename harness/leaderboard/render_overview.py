@@ -39,6 +39,8 @@ READING_GUIDE = [
     f"that adjacent pair's adjusted p-value is ≥ {ALPHA}; tied rows share a group letter (A for the top "
     "group). Chained ties are not transitive: A-rows at either end of a group may still differ.",
     "- **Rank agreement** between boards is on the [agreement page](agreement.md).",
+    "- **Few-shot runs** (k training items, several subset seeds) are on no board and in no rank, heatmap or "
+    "agreement: a backbone has one such run per seed. Task pages draw them as learning curves instead.",
 ]
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from harness.fewshot import UNIT_PARAM
 from harness.leaderboard.analysis import Analysis
-from harness.leaderboard.comparability import comparability_key
+from harness.leaderboard.comparability import comparability_key, curve_key
 from harness.leaderboard.markdown import (
     MISSING,
     backbone_link,
@@ -15,14 +16,18 @@ from harness.leaderboard.markdown import (
     key_value_table,
     number,
     page,
+    page_stem,
     protocol_link,
     table,
     task_link,
     value_text,
     with_interval,
 )
+from harness.leaderboard.plots_fewshot import UNIT_TEXT
 from harness.leaderboard.render_backbones import weights_items
 from harness.leaderboard.render_boards import level_link
+from harness.leaderboard.render_fewshot import curve_anchor
+from harness.paths import stage_of_run
 from harness.records import Record
 
 ENVIRONMENT_FIELDS = (
@@ -31,13 +36,19 @@ ENVIRONMENT_FIELDS = (
 
 
 def grid_of(run_id: str) -> str:
-    """The grid a run belongs to: run ids are "<grid>-<task>@<backbone>" and grid names have no "-"."""
+    """The grid a run belongs to: run ids are "<grid>-<task>@<backbone>[.k<k>.s<seed>]" and grid names have
+    no "-"."""
     return run_id.split("-", 1)[0]
+
+
+def stage_of(record: Record) -> str:
+    """The DVC stage that wrote the record: a few-shot stage writes one record per (k, seed)."""
+    return stage_of_run(record.run_id, record.k_shot, record.seed)
 
 
 def rerun_commands(record: Record) -> list[str]:
     return [
-        f"dvc repro {record.run_id}",
+        f"dvc repro {stage_of(record)}",
         f"visbench-harness verify grid={grid_of(record.run_id)} task={record.task} backbone={record.backbone_name}",
     ]
 
@@ -52,8 +63,9 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
         *_placement(record, analysis),
         "## Re-run",
         "",
-        f"DVC stage {code(record.run_id)}. Re-run it through DVC, or re-run it into a scratch folder and "
-        "compare every metric with this record:",
+        f"DVC stage {code(stage_of(record))}. Re-run it through DVC, or re-run it into a scratch folder and "
+        "compare every metric with this record"
+        + (" (a few-shot stage runs, and verify compares, every k and seed):" if record.k_shot else ":"),
         "",
         "```bash",
         *rerun_commands(record),
@@ -85,6 +97,14 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
 
 
 def _placement(record: Record, analysis: Analysis) -> list[str]:
+    if record.k_shot is not None:
+        unit = UNIT_TEXT.get(record.protocol_params.get(UNIT_PARAM), "training items")
+        what = f"A few-shot run: k = {record.k_shot} {unit}, subset seed {record.seed}; on no board (few-shot runs "
+        if record.status != "ok":
+            return [what + "are never ranked), and it did not succeed.", ""]
+        key = curve_key(record)
+        where = f"[{cell(record.task)} learning curve {key}](../tasks/{page_stem(record.task)}.md#{curve_anchor(key)})"
+        return [what + f"are never ranked), a point of the {where}.", ""]
     for board in analysis.boards:
         for row in board["rows"]:
             if row["run_id"] != record.run_id:
@@ -147,6 +167,8 @@ def _settings(record: Record) -> list[str]:
         ("layers", record.layers), ("precision", record.precision), ("image_size", record.image_size),
         ("seed", record.seed), ("comparability_key", comparability_key(record)),
     ]
+    if record.k_shot is not None:
+        items.append(("k_shot", record.k_shot))
     rows = [[cell(name), protocol_link(record.protocol, "../") if name == "protocol" else value_text(value)]
             for name, value in items]
     lines = ["## Settings", "", *table(["Field", "Value"], rows), "", "Protocol parameters:", ""]

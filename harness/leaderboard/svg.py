@@ -1,4 +1,4 @@
-"""A tiny SVG writer: rectangles, text and lines in the order they are added, nothing else.
+"""A tiny SVG writer: rectangles, text, lines, polylines and circles in the order they are added.
 
 Written by hand rather than with matplotlib, whose SVGs carry random clip-path ids, a timestamp and
 font metrics of the machine that drew them. Here every coordinate is printed with at most two
@@ -71,6 +71,21 @@ class Svg:
             f'<line x1="{fmt(x1)}" y1="{fmt(y1)}" x2="{fmt(x2)}" y2="{fmt(y2)}" stroke="{stroke}" '
             'stroke-width="1"/>'
         )
+
+    def polyline(self, points: list[tuple[float, float]], stroke: str, width: float = 2.0,
+                 dashed: bool = False) -> None:
+        coordinates = " ".join(f"{fmt(x)},{fmt(y)}" for x, y in points)
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        self.elements.append(
+            f'<polyline points="{coordinates}" fill="none" stroke="{stroke}" stroke-width="{fmt(width)}"{dash}/>'
+        )
+
+    def circle(self, x: float, y: float, r: float, fill: str, tooltip: str | None = None) -> None:
+        attrs = f'cx="{fmt(x)}" cy="{fmt(y)}" r="{fmt(r)}" fill="{fill}"'
+        if tooltip:
+            self.elements.append(f"<circle {attrs}><title>{escape(tooltip)}</title></circle>")
+        else:
+            self.elements.append(f"<circle {attrs}/>")
 
     def render(self) -> str:
         size = f'width="{fmt(self.width)}" height="{fmt(self.height)}"'

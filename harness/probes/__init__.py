@@ -1,6 +1,13 @@
 """Probes: importing this package registers every built-in task."""
 
-from harness.probes import classification, correspondence, dense, retrieval  # noqa: F401
+from harness.probes import (  # noqa: F401  (importing registers each task)
+    classification,
+    correspondence,
+    dense,
+    detection,
+    retrieval,
+    similarity,
+)
 from harness.probes.base import PROBES, ProbeInputs, ProbeResult, ProbeSpec, get_probe
 
 __all__ = ["PROBES", "ProbeInputs", "ProbeResult", "ProbeSpec", "get_probe"]

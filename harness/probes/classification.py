@@ -1,4 +1,4 @@
-"""Linear probe on frozen pooled features (protocol `linear-probe-adamw/v1`).
+"""Linear probe on frozen pooled features (protocol `linear-probe-adamw/v2`).
 
 Features are standardised with the training split's mean and std, then a single linear layer is
 trained with mini-batch AdamW and cross-entropy for a fixed number of epochs (no early stopping,
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from sklearn.metrics import f1_score
 
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, floored_std, register_probe
 
 
 def train_linear_probe(
@@ -74,7 +74,7 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     x_test = inputs.stack(test).astype(np.float32)
     y_train = np.array([i.label for i in train], dtype=np.int64)
     y_test = np.array([i.label for i in test], dtype=np.int64)
-    mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-6
+    mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     num_classes = len(inputs.manifest.classes)
     head = train_linear_probe(
@@ -96,8 +96,9 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
 CLASSIFICATION = register_probe(ProbeSpec(
     name="classification",
     level="high",
-    protocol="linear-probe-adamw/v1",
+    protocol="linear-probe-adamw/v2",
     feature_mode="pooled",
     headline="top1",
     run=run_classification,
+    fewshot_unit="images_per_class",
 ))

@@ -51,6 +51,10 @@ class LinearHead(nn.Module):
         self.in_channels = list(in_channels)
         self.conv = nn.Conv2d(sum(self.in_channels), out_channels, kernel_size=1)
 
+    @property
+    def output_layer(self) -> nn.Conv2d:
+        return self.conv
+
     def forward(self, features: Sequence[torch.Tensor], size: int) -> torch.Tensor:
         grid = _common_grid(features)
         x = torch.cat([_resample(f, grid) for f in features], dim=1)
@@ -72,6 +76,10 @@ class DPTHead(nn.Module):
         self.fuse = nn.Conv2d(width, width, kernel_size=3, padding=1)
         self.out = nn.Conv2d(width, out_channels, kernel_size=1)
 
+    @property
+    def output_layer(self) -> nn.Conv2d:
+        return self.out
+
     def forward(self, features: Sequence[torch.Tensor], size: int) -> torch.Tensor:
         if len(features) != len(self.project):
             raise ValueError(f"DPTHead built for {len(self.project)} layers, got {len(features)}")
@@ -84,7 +92,14 @@ class DPTHead(nn.Module):
 HEADS = {"linear": LinearHead, "dpt": DPTHead}
 
 
-def build_head(kind: str, in_channels: Sequence[int], out_channels: int) -> nn.Module:
+def build_head(
+    kind: str, in_channels: Sequence[int], out_channels: int, output_bias: Sequence[float] | None = None
+) -> nn.Module:
+    """A head of `kind`; `output_bias` starts the output at the training targets' prior (see `probes`)."""
     if kind not in HEADS:
         raise ValueError(f"unknown head {kind!r}; valid: {', '.join(sorted(HEADS))}")
-    return HEADS[kind](in_channels, out_channels)
+    head = HEADS[kind](in_channels, out_channels)
+    if output_bias is not None:
+        with torch.no_grad():
+            head.output_layer.bias.copy_(torch.as_tensor(output_bias, dtype=torch.float32))
+    return head

@@ -114,11 +114,15 @@ def semantic_summary(matrix: np.ndarray) -> dict[str, float]:
             "mean_acc": float(recall.mean()) if recall.size else 1.0}
 
 
-def semantic_per_image(pred: np.ndarray, gt: np.ndarray, num_classes: int) -> dict[str, np.ndarray]:
-    """miou_per_image (absent classes excluded per image) and pixel_acc per image."""
+def semantic_per_image(
+    pred: np.ndarray, gt: np.ndarray, num_classes: int, valid: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """miou_per_image (absent classes excluded per image) and pixel_acc per image, over valid pixels."""
     miou, acc = [], []
-    for p, g in zip(pred, gt, strict=True):
-        matrix = confusion_matrix(p, g, num_classes)
+    if valid is None:
+        valid = np.ones(gt.shape, dtype=bool)
+    for p, g, v in zip(pred, gt, valid, strict=True):
+        matrix = confusion_matrix(p[v], g[v], num_classes)
         miou.append(miou_from_confusion(matrix))
         acc.append(float(np.trace(matrix) / max(matrix.sum(), 1)))
     return {"miou_per_image": np.asarray(miou, dtype=np.float64), "pixel_acc": np.asarray(acc, dtype=np.float64)}

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from harness.datasets.manifest import Item
+from harness.probes.base import floored_std
 
 TargetLoader = Callable[[Item], tuple[np.ndarray, np.ndarray]]
 
@@ -68,7 +69,8 @@ class DenseStream:
 
 
 def channel_statistics(stream: DenseStream) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and std (+1e-6) over every cell of every item, accumulated in float64 per batch."""
+    """Per-channel mean and floored std (`floored_std`) over every cell of every item, accumulated in
+    float64 per batch."""
     total = squares = None
     count = 0
     plain = DenseStream(stream.items, stream.features, stream.batch_size)  # no targets, no standardising
@@ -81,4 +83,4 @@ def channel_statistics(stream: DenseStream) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("cannot standardise an empty split")
     mean = total / count
     var = (squares / count - mean * mean).clamp_min(0.0)
-    return mean.numpy().astype(np.float32), (var.sqrt() + 1e-6).numpy().astype(np.float32)
+    return mean.numpy().astype(np.float32), floored_std(var.sqrt().numpy())

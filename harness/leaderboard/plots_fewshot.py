@@ -1,0 +1,104 @@
+"""The learning-curve figure of one few-shot curve, drawn with `svg`: the headline metric against k.
+
+k is on a log2 axis (the k values double), one line per backbone through the mean over the subset
+seeds, with an error bar from the lowest to the highest seed's value at every point; controls are
+dashed. Lines are nudged apart sideways by a few pixels so that error bars at the same k do not hide
+each other. Colours are the Okabe–Ito palette (distinguishable with the common colour-vision
+deficiencies), assigned in line order; every number is printed with fixed decimals.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from harness.leaderboard.markdown import GENERATED_HEADER
+from harness.leaderboard.svg import Svg, text_width
+
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+GRID_STROKE, AXIS_STROKE = "#dddddd", "#000000"
+FONT, SMALL = 12.0, 10.0
+PAD = 10.0
+PLOT_W, PLOT_H = 400.0, 240.0
+INSET = 18.0  # the first and last k sit this far inside the axes
+DODGE = 4.0  # sideways offset between neighbouring lines, in pixels
+UNIT_TEXT = {"images_per_class": "training images per class", "images": "training images"}
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], int]:
+    """Tick values covering [low, high] at a 1-2-2.5-5 step, and the decimals that step needs."""
+    if high <= low:
+        pad = 0.05 * max(abs(low), 1e-3)
+        low, high = low - pad, high + pad
+    raw = (high - low) / (count - 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * magnitude >= raw * (1 - 1e-9))
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9) + (1 if round(step / magnitude, 6) == 2.5 else 0))
+    return [round(i * step, decimals + 2) for i in range(first, last + 1)], decimals
+
+
+def _x_of(ks: list[int]) -> dict[int, float]:
+    if len(ks) == 1:
+        return {ks[0]: PLOT_W / 2}
+    lo, hi = math.log2(ks[0]), math.log2(ks[-1])
+    return {k: INSET + (math.log2(k) - lo) / (hi - lo) * (PLOT_W - 2 * INSET) for k in ks}
+
+
+def _point_tip(name: str, point: dict[str, Any]) -> str:
+    sd = "n/a" if point["sd"] is None else f"{point['sd']:.4f}"
+    seeds = ", ".join(str(s) for s in point["seeds"])
+    return (f"{name}, k={point['k_shot']}: mean {point['mean']:.4f}, sd {sd}, min {point['low']:.4f}, "
+            f"max {point['high']:.4f} over {point['n']} seed(s) ({seeds})")
+
+
+def curve_svg(curve: dict[str, Any], label: str) -> str:
+    lines, ks = curve["lines"], curve["k_shots"]
+    values = [v for line in lines for p in line["points"] for v in (p["low"], p["high"])]
+    ticks, decimals = nice_ticks(min(values), max(values))
+    y_low, y_high = ticks[0], ticks[-1]
+    title = f"{curve['task']}: {curve['headline_metric']} vs k, {label}"
+    direction = "higher" if curve["higher_is_better"] else "lower"
+    y_title = f"{curve['headline_metric']} ({direction} is better); mean over seeds, bars min to max"
+    tick_w = max(text_width(f"{t:.{decimals}f}", FONT) for t in ticks)
+    left, top = PAD + tick_w + 8, 52.0
+    names = [line["backbone_name"] + (" (control)" if line["control"] else "") for line in lines]
+    legend_x = left + PLOT_W + 2 * PAD
+    width = max(legend_x + 30 + max(text_width(n, FONT) for n in names) + PAD,
+                text_width(title, FONT) + 2 * PAD, text_width(y_title, SMALL) + 2 * PAD)
+    bottom = top + PLOT_H
+    svg = Svg(width, bottom + 52, title, GENERATED_HEADER)
+    svg.text(PAD, 16, title, FONT, bold=True)
+    svg.text(PAD, top - 14, y_title, SMALL)
+
+    def y_of(value: float) -> float:
+        return bottom - (value - y_low) / (y_high - y_low) * PLOT_H
+
+    for tick in ticks:
+        svg.line(left, y_of(tick), left + PLOT_W, y_of(tick), GRID_STROKE)
+        svg.text(left - 6, y_of(tick) + 4, f"{tick + 0.0:.{decimals}f}", FONT, "end")
+    x_of = _x_of(ks)
+    for k in ks:
+        svg.line(left + x_of[k], bottom, left + x_of[k], bottom + 4, AXIS_STROKE)
+        svg.text(left + x_of[k], bottom + 18, str(k), FONT, "middle")
+    svg.line(left, top, left, bottom, AXIS_STROKE)
+    svg.line(left, bottom, left + PLOT_W, bottom, AXIS_STROKE)
+    svg.text(left + PLOT_W / 2, bottom + 38, f"k = {UNIT_TEXT.get(curve['unit'], curve['unit'])} (log2 scale)",
+             FONT, "middle")
+
+    for index, (line, name) in enumerate(zip(lines, names, strict=True)):
+        colour = PALETTE[index % len(PALETTE)]
+        shift = (index - (len(lines) - 1) / 2) * DODGE
+        xy = [(left + x_of[p["k_shot"]] + shift, y_of(p["mean"])) for p in line["points"]]
+        for (x, _), point in zip(xy, line["points"], strict=True):
+            svg.line(x, y_of(point["low"]), x, y_of(point["high"]), colour)
+            svg.line(x - 3, y_of(point["low"]), x + 3, y_of(point["low"]), colour)
+            svg.line(x - 3, y_of(point["high"]), x + 3, y_of(point["high"]), colour)
+        if len(xy) > 1:
+            svg.polyline(xy, colour, dashed=line["control"])
+        for (x, y), point in zip(xy, line["points"], strict=True):
+            svg.circle(x, y, 3.5, colour, _point_tip(name, point))
+        legend_y = top + 8 + index * 18
+        svg.polyline([(legend_x, legend_y), (legend_x + 22, legend_y)], colour, dashed=line["control"])
+        svg.text(legend_x + 30, legend_y + 4, name, FONT)
+    return svg.render()

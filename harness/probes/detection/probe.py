@@ -1,0 +1,76 @@
+"""The `detection` probe: a single-scale FCOS head on frozen dense features, scored with VOC and COCO AP.
+
+Protocol `fcos-single-scale/v1`: the training split's dense features are standardised per channel with
+that split's statistics (streamed, as the dense probes do), an `FCOSHead` (see `fcos`) is trained with
+AdamW for `epochs` epochs by the dense probes' shared loop (seeded, one torch thread, shuffled batches,
+no early stopping), and the evaluation split is decoded to at most `max_detections` boxes per image.
+
+Metrics (dataset-level, so no per-sample column; the record's samples list the evaluation images):
+`voc_map50` (headline; VOC 2012 devkit AP at IoU 0.5, see `voc_ap`), `ap50_<class>` and `classes_scored`
+(classes with a non-difficult object in the evaluation split; the mean runs over them), `coco_map`
+(mAP@[.5:.95]), `coco_map50`, `coco_map75` (see `coco_ap`), and `train_loss` (last epoch's mean).
+
+Params: train_split, eval_split, epochs, lr, weight_decay, batch_size; head: tower (3×3 conv layers, 0 =
+linear read-out), width, centerness (bool), radius (centre sampling, cells); decoding: score_threshold,
+pre_nms_top_k, nms_iou, max_detections; layer_channels for multi-layer features (as the dense probes).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from harness.datasets.manifest import Item
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.dense.streaming import DenseStream, channel_statistics
+from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.detection.annotations import detection_classes, ground_truth_reader
+from harness.probes.detection.coco_ap import coco_metrics
+from harness.probes.detection.fcos import FCOSHead, assign, decode, fcos_loss
+from harness.probes.detection.voc_ap import voc_metrics
+
+PROTOCOL = "fcos-single-scale/v1"
+
+
+def run_detection(inputs: ProbeInputs) -> ProbeResult:
+    p: dict[str, Any] = inputs.params
+    manifest = inputs.manifest
+    names = [name for _, name in detection_classes(manifest)]
+    truth = ground_truth_reader(manifest)
+    train_items, eval_items = manifest.split(p["train_split"]), manifest.split(p["eval_split"])
+    grid_hw = tuple(int(v) for v in inputs.features(train_items[0]).shape[-2:])
+    radius, centerness = float(p["radius"]), bool(p["centerness"])
+
+    def load(item: Item):
+        return assign(truth(item), grid_hw, radius)
+
+    batch_size = int(p["batch_size"])
+    train = DenseStream(train_items, inputs.features, batch_size, load)
+    statistics = channel_statistics(train)
+    train.statistics = statistics
+    layer_channels = p.get("layer_channels")
+    in_channels = list(layer_channels) if layer_channels else [len(statistics[0])]
+    trained = train_head(
+        lambda: FCOSHead(in_channels, len(names), tower=int(p["tower"]), width=int(p["width"]), centerness=centerness),
+        train, partial(fcos_loss, num_classes=len(names), centerness=centerness), size=0,
+        epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
+        layer_channels=layer_channels)
+    settings = {"num_classes": len(names), "centerness": centerness, "score_threshold": float(p["score_threshold"]),
+                "pre_nms_top_k": int(p["pre_nms_top_k"]), "nms_iou": float(p["nms_iou"]),
+                "max_detections": int(p["max_detections"])}
+    evaluation = DenseStream(eval_items, inputs.features, batch_size, statistics=statistics)
+    ground_truth, detections = [], []
+    for batch in evaluation.batches():
+        raw = predict_logits(trained.head, batch.features, size=0, layer_channels=layer_channels)
+        for item, output in zip(batch.items, raw, strict=True):
+            image = truth(item)
+            ground_truth.append(image)
+            detections.append(decode(output, image.width, image.height, **settings))
+    metrics = voc_metrics(ground_truth, detections, names) | coco_metrics(ground_truth, detections, len(names))
+    metrics["train_loss"] = trained.train_loss
+    return ProbeResult(metrics, [item.path for item in eval_items], {}, unit="image")
+
+
+DETECTION_PROBE = register_probe(ProbeSpec(
+    name="detection", level="high", protocol=PROTOCOL, feature_mode="dense", headline="voc_map50",
+    run=run_detection, lower_is_better=frozenset({"train_loss"}), fit="squash"))

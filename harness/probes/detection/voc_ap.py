@@ -1,0 +1,103 @@
+"""PASCAL VOC 2012 detection AP, as the devkit's `VOCevaldet.m` and `VOCap.m` compute it.
+
+Per class: every detection of the class over the evaluation images, sorted by decreasing confidence
+(MATLAB's `sort` is stable: equal confidences keep their input order, here image order then the
+image's own detection order); each is matched greedily to the ground-truth object of its image with the
+highest overlap (first such object on ties), overlap computed with the devkit's +1 pixel convention on
+inclusive corners. Overlap ≥ 0.5 with a non-difficult object not yet detected is a true positive;
+with an already detected one, a false positive (duplicate); with a difficult object, neither. Below
+0.5, a false positive. `npos` counts the non-difficult objects. AP is VOCap's all-point interpolation:
+the area under the monotone (from the right) precision envelope, summed over the recall steps.
+
+Convention. Boxes arrive as pixel edges (see `annotations`); the devkit's corners are inclusive pixel
+indices. Edges [x0, x1) cover the inclusive pixels x0 .. x1 - 1, so `to_inclusive` subtracts 1 from the
+far corners and the devkit's `x1 - x0 + 1` then gives back the edge width exactly. For a VOC box
+(edges xmin - 1, xmax) this reproduces the devkit's numbers on the original annotation; for the
+procedural scenes' tight boxes (edges from the object's pixels) the +1 counts each boundary pixel whole,
+which is what those boxes mean. The COCO evaluator's +0 convention on the same edges gives the same IoU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from harness.probes.detection.annotations import Detections, GroundTruth
+
+MIN_OVERLAP = 0.5  # VOCopts.minoverlap
+
+
+def to_inclusive(boxes: np.ndarray) -> np.ndarray:
+    """Pixel edges [x0, y0, x1, y1) → the devkit's inclusive corners [x0, y0, x1 - 1, y1 - 1]."""
+    return np.asarray(boxes, dtype=np.float64) - np.array([0.0, 0.0, 1.0, 1.0])
+
+
+def devkit_overlaps(bb: np.ndarray, gt: np.ndarray) -> np.ndarray:
+    """VOCevaldet's overlap of one inclusive box `bb` with each inclusive box in `gt` (0 where disjoint)."""
+    iw = np.minimum(bb[2], gt[:, 2]) - np.maximum(bb[0], gt[:, 0]) + 1
+    ih = np.minimum(bb[3], gt[:, 3]) - np.maximum(bb[1], gt[:, 1]) + 1
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    union = (bb[2] - bb[0] + 1) * (bb[3] - bb[1] + 1) + (gt[:, 2] - gt[:, 0] + 1) * (gt[:, 3] - gt[:, 1] + 1) - inter
+    return np.where(inter > 0, inter / np.where(inter > 0, union, 1.0), 0.0)
+
+
+def vocap(rec: np.ndarray, prec: np.ndarray) -> float:
+    """VOCap.m: all-point interpolated AP. Precision is NaN (0/0) only on a leading run of detections
+    matched to difficult objects, before the first recall step, so it never enters the sum; `np.fmax`
+    skips it in the envelope as MATLAB's `max` does."""
+    mrec = np.concatenate([[0.0], rec, [1.0]])
+    mpre = np.concatenate([[0.0], prec, [0.0]])
+    mpre = np.fmax.accumulate(mpre[::-1])[::-1]
+    steps = np.flatnonzero(mrec[1:] != mrec[:-1]) + 1
+    return float(np.sum((mrec[steps] - mrec[steps - 1]) * mpre[steps]))
+
+
+def voc_class_ap(ground_truth: Sequence[GroundTruth], detections: Sequence[Detections], label: int) -> float | None:
+    """VOCevaldet for one class; None when the class has no non-difficult object (npos = 0)."""
+    gt_boxes = [to_inclusive(g.boxes[g.labels == label]) for g in ground_truth]
+    gt_difficult = [g.difficult[g.labels == label] for g in ground_truth]
+    detected = [np.zeros(len(d), dtype=bool) for d in gt_difficult]
+    npos = sum(int(np.sum(~d)) for d in gt_difficult)
+    if npos == 0:
+        return None
+    image, boxes, confidence = [], [], []
+    for index, found in enumerate(detections):
+        mine = found.labels == label
+        image += [index] * int(mine.sum())
+        boxes.append(to_inclusive(found.boxes[mine]).reshape(-1, 4))
+        confidence.append(found.scores[mine])
+    bb_all = np.concatenate(boxes) if boxes else np.zeros((0, 4))
+    order = np.argsort(-np.concatenate(confidence) if confidence else np.zeros(0), kind="stable")
+    tp, fp = np.zeros(len(order)), np.zeros(len(order))
+    for d, k in enumerate(order):
+        i = image[k]
+        overlaps = devkit_overlaps(bb_all[k], gt_boxes[i]) if len(gt_boxes[i]) else np.zeros(0)
+        jmax = int(np.argmax(overlaps)) if len(overlaps) else -1  # first maximum: `ov > ovmax` is strict
+        if jmax >= 0 and overlaps[jmax] >= MIN_OVERLAP:
+            if not gt_difficult[i][jmax]:
+                if not detected[i][jmax]:
+                    tp[d], detected[i][jmax] = 1, True
+                else:
+                    fp[d] = 1  # a duplicate detection
+        else:
+            fp[d] = 1
+    tp, fp = np.cumsum(tp), np.cumsum(fp)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = tp / (fp + tp)
+    return vocap(tp / npos, prec)
+
+
+def voc_metrics(
+    ground_truth: Sequence[GroundTruth], detections: Sequence[Detections], class_names: Sequence[str]
+) -> dict[str, float]:
+    """`voc_map50` (mean over the classes with a non-difficult object), `ap50_<class>` for each of them,
+    and `classes_scored`."""
+    if len(ground_truth) != len(detections):
+        raise ValueError(f"{len(ground_truth)} ground-truth images but {len(detections)} detection lists")
+    per_class = {name: voc_class_ap(ground_truth, detections, k) for k, name in enumerate(class_names)}
+    scored = {name: ap for name, ap in per_class.items() if ap is not None}
+    if not scored:
+        raise ValueError("no class has a non-difficult object in the evaluation split: mAP is undefined")
+    return {"voc_map50": float(np.mean(list(scored.values()))), "classes_scored": float(len(scored)),
+            **{f"ap50_{name}": ap for name, ap in scored.items()}}
