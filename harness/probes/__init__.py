@@ -1,6 +1,7 @@
 """Probes: importing this package registers every built-in task."""
 
 from harness.probes import (  # noqa: F401  (importing registers each task)
+    boundary,
     classification,
     correspondence,
     dense,

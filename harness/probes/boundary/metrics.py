@@ -1,0 +1,109 @@
+"""ODS, OIS, AP and R50 from per-image boundary counts, as BSDS's `collect_eval_bdry.m` computes them.
+
+Input: (N, K, 4) counts [cntR, sumR, cntP, sumP] per image and threshold (see `matching`). With
+R = cntR / (sumR + (sumR == 0)), P = cntP / (sumP + (sumP == 0)), F = 2PR / (P + R + (P + R == 0)):
+
+- ODS: counts summed over images per threshold; the best F along the piecewise-linear P/R curve,
+  sampled at 100 points per segment between consecutive thresholds (`maxF`, `linspace(0, 1)`).
+- OIS: per image, the first threshold with the highest (non-interpolated) F (`ff(1)`); those counts
+  summed over images, then F.
+- AP (BSDS's `Area_PR`): `[Ru, i] = unique(R)`, P interpolated linearly at R = 0:0.01:1, values outside
+  the curve's recall range 0, summed × 0.01. `unique` keeps the first occurrence (current MATLAB and
+  numpy; MATLAB before R2013a kept the last, which only matters where two thresholds tie in recall).
+- R50 (SE's `edgesEvalDir.m`): recall interpolated at precision max(min P, 0.5) along the unique
+  precisions; 0 where precision never reaches 0.5 (no recall is reachable at that precision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_STEPS = np.linspace(0.0, 1.0, 100)  # MATLAB's linspace(0, 1): 100 points
+
+
+def recall_precision(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cnt_r, sum_r, cnt_p, sum_p = np.moveaxis(np.asarray(counts, dtype=np.float64), -1, 0)
+    return cnt_r / (sum_r + (sum_r == 0)), cnt_p / (sum_p + (sum_p == 0))
+
+
+def f_measure(recall: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    total = precision + recall
+    return 2.0 * precision * recall / (total + (total == 0))
+
+
+@dataclass(frozen=True)
+class BestF:
+    threshold: float
+    recall: float
+    precision: float
+    f: float
+    segment: int  # index j of the segment (thresholds j-1 → j) holding the optimum; 0 = the first threshold
+    weight: float  # position d along that segment
+
+
+def best_f(thresholds: np.ndarray, recall: np.ndarray, precision: np.ndarray) -> BestF:
+    """`maxF`: start at the first threshold, keep the first strictly better point along the segments."""
+    best = BestF(float(thresholds[0]), float(recall[0]), float(precision[0]),
+                 float(f_measure(recall[0], precision[0])), 0, 0.0)
+    if len(thresholds) < 2:
+        return best
+    d = _STEPS[None, :]
+    r = recall[1:, None] * d + recall[:-1, None] * (1 - d)
+    p = precision[1:, None] * d + precision[:-1, None] * (1 - d)
+    f = f_measure(r, p)
+    flat = int(np.argmax(f))  # first maximum in the loop's order (segment-major, then d)
+    segment, step = divmod(flat, len(_STEPS))
+    if f.flat[flat] <= best.f:
+        return best
+    t = thresholds[segment + 1] * _STEPS[step] + thresholds[segment] * (1 - _STEPS[step])
+    return BestF(float(t), float(r.flat[flat]), float(p.flat[flat]), float(f.flat[flat]), segment + 1,
+                 float(_STEPS[step]))
+
+
+def at_best(values: np.ndarray, best: BestF) -> np.ndarray:
+    """(N, K) per-image values read at the ODS point: the same segment and position as `best`."""
+    if best.segment == 0:
+        return values[:, 0]
+    return values[:, best.segment] * best.weight + values[:, best.segment - 1] * (1 - best.weight)
+
+
+def average_precision(recall: np.ndarray, precision: np.ndarray) -> float:
+    unique_r, first = np.unique(recall, return_index=True)
+    if len(unique_r) < 2:
+        return 0.0
+    sampled = np.interp(np.linspace(0.0, 1.0, 101), unique_r, precision[first], left=0.0, right=0.0)
+    return float(sampled.sum() * 0.01)
+
+
+def recall_at_half_precision(recall: np.ndarray, precision: np.ndarray) -> float:
+    unique_p, first = np.unique(precision, return_index=True)
+    target = max(unique_p[0], 0.5)
+    if target > unique_p[-1]:
+        return 0.0
+    return float(np.interp(target, unique_p, recall[first]))
+
+
+def summarise(thresholds: np.ndarray, counts: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Dataset metrics and per-image columns from (N, K, 4) counts."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 3 or counts.shape[1:] != (len(thresholds), 4):
+        raise ValueError(f"counts must be (N, {len(thresholds)}, 4); got {counts.shape}")
+    recall, precision = recall_precision(counts.sum(axis=0))
+    ods = best_f(thresholds, recall, precision)
+    image_r, image_p = recall_precision(counts)
+    image_f = f_measure(image_r, image_p)
+    best_index = np.argmax(image_f, axis=1)  # first maximum: collect_eval_bdry's ff(1)
+    ois_r, ois_p = recall_precision(counts[np.arange(len(counts)), best_index].sum(axis=0))
+    image_best = np.array([best_f(thresholds, r, p).f for r, p in zip(image_r, image_p, strict=True)])
+    metrics = {
+        "ods_f": ods.f, "ods_precision": ods.precision, "ods_recall": ods.recall, "ods_threshold": ods.threshold,
+        "ois_f": float(f_measure(ois_r, ois_p)), "ois_precision": float(ois_p), "ois_recall": float(ois_r),
+        "ap": average_precision(recall, precision), "r50": recall_at_half_precision(recall, precision),
+    }
+    columns = {
+        "image_f_at_ods": f_measure(at_best(image_r, ods), at_best(image_p, ods)),
+        "image_best_f": image_best,
+    }
+    return metrics, columns
