@@ -117,7 +117,7 @@ def test_correspondence_agrees_with_bsds_matcher():
     correspond = _pyedgeeval("pyEdgeEval._lib").correspond_pixels
     for _ in range(8):
         gt = _annotators(48, 64, 1, RNG)[1][0]
-        pred = matching.thin(_soft_prediction(gt[None], RNG) > 0.3)
+        pred = thin(_soft_prediction(gt[None], RNG) > 0.3)
         mine_pred, mine_gt = matching.correspond_pixels(pred, gt)
         ref_pred, ref_gt, _, _ = correspond(pred.astype(float), gt.astype(float), max_dist=0.0075)
         # CSA approximates the same optimum: never more matches than the maximum, rarely fewer

@@ -11,8 +11,8 @@ for every threshold t, `bmap = bwmorph(pb >= t, 'thin', inf)`; for every annotat
 distance is ≤ maxDist × the image diagonal and solves a min-cost assignment in which leaving a pixel
 unmatched costs 100 × maxDist, so it maximises the number of matched pairs first (with an approximate
 CSA solver on a randomly sparsified outlier graph) and their total distance second. Here the same graph
-is matched by scipy's Hopcroft–Karp `maximum_bipartite_matching`: an exact maximum-cardinality
-matching, so cntR is at least the CSA's and usually equal. Which of several equally large matchings is
+gets an exact maximum-cardinality matching (a unit-capacity maximum flow, `_max_matching`), so cntR is
+at least the CSA's and usually equal. Which of several equally large matchings is
 chosen is not distance-aware, so cntP (a union over annotators) can differ from the reference by a few
 pixels; the tests bound both differences.
 """
@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.ndimage import distance_transform_edt
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_bipartite_matching
+from scipy.sparse.csgraph import maximum_flow
 
 from harness.probes.boundary.thinning import thin
 
@@ -62,15 +62,26 @@ def _links(ys: np.ndarray, xs: np.ndarray, gt: np.ndarray, max_dist_px: float) -
 
 
 def _max_matching(source: np.ndarray, target: np.ndarray, n_source: int, n_target: int) -> np.ndarray:
-    """partner[i] = the human pixel matched to source i, or -1: a maximum-cardinality matching."""
+    """partner[i] = the human pixel matched to source i, or -1: a maximum-cardinality matching.
+
+    Solved as a maximum flow on the unit-capacity network origin → sources → human pixels → sink with
+    Dinic's algorithm (O(E √V), like Hopcroft–Karp). Not scipy's `maximum_bipartite_matching`: its
+    Hopcroft–Karp search never marks dead ends and takes exponential time on layered graphs (scipy
+    gh-26147), which chains of boundary pixels are; measured here, from milliseconds to minutes per call.
+    """
     partner = np.full(n_source, -1, dtype=np.int64)
     if len(source) == 0:
         return partner
-    starts = np.flatnonzero(np.r_[True, source[1:] != source[:-1]])  # `source` is sorted
-    rows = source[starts]  # only sources with a link enter the graph
-    indptr = np.append(starts, len(source))
-    graph = csr_matrix((np.ones(len(target), dtype=np.int8), target, indptr), shape=(len(rows), n_target))
-    partner[rows] = maximum_bipartite_matching(graph, perm_type="column")
+    rows, row = np.unique(source, return_inverse=True)  # only linked pixels enter the network
+    cols, col = np.unique(target, return_inverse=True)
+    n_rows, n_cols = len(rows), len(cols)
+    sink = n_rows + n_cols + 1
+    tails = np.concatenate([np.zeros(n_rows, dtype=np.int64), 1 + row, 1 + n_rows + np.arange(n_cols)])
+    heads = np.concatenate([1 + np.arange(n_rows), 1 + n_rows + col, np.full(n_cols, sink)])
+    network = csr_matrix((np.ones(len(tails), dtype=np.int32), (tails, heads)), shape=(sink + 1, sink + 1))
+    flow = maximum_flow(network, 0, sink, method="dinic").flow.tocoo()
+    used = (flow.data > 0) & (flow.row >= 1) & (flow.row <= n_rows) & (flow.col > n_rows) & (flow.col < sink)
+    partner[rows[flow.row[used] - 1]] = cols[flow.col[used] - 1 - n_rows]
     return partner
 
 
