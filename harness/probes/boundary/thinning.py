@@ -37,7 +37,12 @@ _TABLES = _deletion_tables()
 
 
 def thin(mask: np.ndarray) -> np.ndarray:
-    """The thinned (H, W) bool map of a 2-D binary `mask`."""
+    """The thinned (H, W) bool map of a 2-D binary `mask`.
+
+    A pixel kept by a sub-iteration's table keeps being kept by it until a neighbour is deleted, so each
+    sub-iteration re-examines only pixels next to a deletion since its last pass: the same result as
+    examining every pixel, at a cost that follows the deletions rather than the blob's area × iterations.
+    """
     mask = np.asarray(mask, dtype=bool)
     if mask.ndim != 2:
         raise ValueError(f"thin needs a 2-D map; got shape {mask.shape}")
@@ -45,16 +50,21 @@ def thin(mask: np.ndarray) -> np.ndarray:
     canvas = np.zeros((h + 2, w + 2), dtype=bool)  # a background frame: no neighbour lookup leaves the array
     canvas[1:-1, 1:-1] = mask
     flat = canvas.reshape(-1).view(np.uint8)
-    pixels = np.flatnonzero(flat)
-    steps = [dy * (w + 2) + dx for dy, dx in _NEIGHBOURS]
+    steps = np.array([dy * (w + 2) + dx for dy, dx in _NEIGHBOURS])
+    pending = [canvas.reshape(-1).copy(), canvas.reshape(-1).copy()]  # per sub-iteration: pixels to examine
     while True:
-        before = len(pixels)
-        for table in _TABLES:
+        deleted = False
+        for index, table in enumerate(_TABLES):
+            pixels = np.flatnonzero(pending[index] & canvas.reshape(-1))
+            pending[index][:] = False
             codes = np.zeros(len(pixels), dtype=np.uint8)
             for bit, step in enumerate(steps):
                 codes |= flat[pixels + step] << bit
-            delete = table[codes]
-            flat[pixels[delete]] = 0  # parallel: every code was read before any deletion
-            pixels = pixels[~delete]
-        if len(pixels) == before:
+            gone = pixels[table[codes]]
+            if len(gone):
+                flat[gone] = 0  # parallel: every code was read before any deletion
+                touched = (gone[:, None] + steps[None, :]).ravel()
+                pending[0][touched] = pending[1][touched] = True
+                deleted = True
+        if not deleted:
             return canvas[1:-1, 1:-1].copy()
