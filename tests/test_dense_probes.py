@@ -13,7 +13,6 @@ from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 from sklearn.metrics import jaccard_score
 
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.scenes import prepare_procedural_scenes
 from harness.probes import PROBES, ProbeInputs, get_probe
 from harness.probes.dense import metrics as M
 from harness.probes.dense.heads import DPTHead, LinearHead, build_head, split_layers
@@ -228,31 +227,6 @@ def test_training_decreases_loss_and_is_deterministic_across_threads():
 
 # -- end to end on procedural scenes --------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
-    return prepare_procedural_scenes("scenes", tmp_path_factory.mktemp("scenes"), {"train": 6, "val": 3}, seed=0,
-                                     size=64)
-
-
-def _fake_features(manifest: Manifest):
-    """Random 3×3 conv features of the RGB, average-pooled to an 8×8 grid: (16, 8, 8), like a tiny ViT."""
-    conv = torch.nn.Conv2d(3, 16, kernel_size=3, padding=1)
-    generator = torch.Generator().manual_seed(0)
-    torch.nn.init.normal_(conv.weight, generator=generator)
-    torch.nn.init.normal_(conv.bias, std=0.1, generator=generator)  # not the global RNG: re-runs must match
-    cache = {}
-
-    def lookup(item):
-        if item.path not in cache:
-            rgb = np.asarray(Image.open(manifest.resolve(item)), dtype=np.float32) / 255.0
-            with torch.no_grad():
-                x = torch.relu(conv(torch.from_numpy(rgb).permute(2, 0, 1)[None]))
-                cache[item.path] = torch.nn.functional.adaptive_avg_pool2d(x, 8)[0].numpy()
-        return cache[item.path]
-
-    return lookup
-
-
 PARAMS = {"train_split": "train", "eval_split": "val", "epochs": 3, "lr": 0.01, "weight_decay": 0.0,
           "batch_size": 2, "head": "linear", "target_size": 16}  # several eval batches
 
@@ -261,9 +235,9 @@ PARAMS = {"train_split": "train", "eval_split": "val", "epochs": 3, "lr": 0.01, 
                                             ("depth", "dpt"), ("surface_normal", "linear"),
                                             ("generic_segmentation", "linear"), ("edge", "linear"),
                                             ("keypoints2d", "linear"), ("occlusion_edge", "dpt")])
-def test_dense_probe_end_to_end(scenes, task, head):
+def test_dense_probe_end_to_end(scenes, fake_dense_features, task, head):
     spec = get_probe(task)
-    inputs = ProbeInputs(scenes, _fake_features(scenes), {**PARAMS, "head": head}, seed=0)
+    inputs = ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "head": head}, seed=0)
     result = spec.run(inputs)
     assert result.unit == "image"
     assert result.sample_ids == [i.path for i in scenes.split("val")]
@@ -276,7 +250,7 @@ def test_dense_probe_end_to_end(scenes, task, head):
     if task == "semantic_segmentation":
         assert {"miou", "pixel_acc", "mean_acc", "miou_per_image"} <= set(result.metrics)
         assert "miou" not in result.samples
-    again = spec.run(ProbeInputs(scenes, _fake_features(scenes), {**PARAMS, "head": head}, seed=0))
+    again = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "head": head}, seed=0))
     assert again.metrics == result.metrics  # seeded: a re-run reproduces exactly
 
 
@@ -299,7 +273,7 @@ def test_semantic_per_image_skips_invalid_pixels():
         assert scores["pixel_acc"][i] == pytest.approx(expected)
 
 
-def test_heads_start_at_the_training_prior(scenes):
+def test_heads_start_at_the_training_prior(scenes, fake_dense_features):
     """The output bias is the training split's prior: mean log-depth for depth, log class frequency for
     semantics. A zero-weight head therefore predicts exactly the prior."""
     from harness.probes.dense import probes as dense
@@ -309,11 +283,11 @@ def test_heads_start_at_the_training_prior(scenes):
         return lambda item: task.encode(dense.T.load_target(scenes, item, name), 16)
 
     train = scenes.split("train")
-    depth = DenseStream(train, _fake_features(scenes), 4, load(dense.DEPTH, "depth"))
+    depth = DenseStream(train, fake_dense_features(scenes), 4, load(dense.DEPTH, "depth"))
     bias = dense._prior_bias(dense.DEPTH, depth, 1)
     logs = [np.log(t[v]) for t, v in (load(dense.DEPTH, "depth")(i) for i in train)]
     assert bias[0] == pytest.approx(np.concatenate(logs).mean(), rel=1e-5)
-    semantic = DenseStream(train, _fake_features(scenes), 4, load(dense.SEMANTIC, "semantic"))
+    semantic = DenseStream(train, fake_dense_features(scenes), 4, load(dense.SEMANTIC, "semantic"))
     k = len(scenes.classes)
     bias = dense._prior_bias(dense.SEMANTIC, semantic, k)
     counts = np.bincount(np.concatenate([t.ravel() for t, _ in (load(dense.SEMANTIC, "semantic")(i) for i in train)]),

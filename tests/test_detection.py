@@ -19,7 +19,6 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from harness.datasets.manifest import Manifest
-from harness.datasets.scenes import prepare_procedural_scenes
 from harness.datasets.voc_detection import VOC_DETECTION_CLASSES, prepare_voc2012_detection
 from harness.probe_run import check_result
 from harness.probes.base import ProbeInputs
@@ -416,28 +415,6 @@ def test_voc2012_detection_errors(voc_root, tmp_path):
 
 # -- end to end on procedural scenes ------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def scenes(tmp_path_factory):
-    return prepare_procedural_scenes("scenes", tmp_path_factory.mktemp("scenes"), {"train": 6, "val": 3}, seed=0,
-                                     size=64)
-
-
-def _fake_features(manifest: Manifest):
-    """Random 3×3 conv features of the RGB, average-pooled to an 8×8 grid (as in test_dense_probes)."""
-    conv = torch.nn.Conv2d(3, 16, kernel_size=3, padding=1)
-    generator = torch.Generator().manual_seed(0)
-    torch.nn.init.normal_(conv.weight, generator=generator)
-    torch.nn.init.normal_(conv.bias, std=0.1, generator=generator)
-
-    def lookup(item):
-        rgb = np.asarray(Image.open(manifest.resolve(item)), dtype=np.float32) / 255.0
-        with torch.no_grad():
-            x = torch.relu(conv(torch.from_numpy(rgb).permute(2, 0, 1)[None]))
-            return torch.nn.functional.adaptive_avg_pool2d(x, 8)[0].numpy()
-
-    return lookup
-
-
 PARAMS = {"train_split": "train", "eval_split": "val", "epochs": 3, "lr": 0.01, "weight_decay": 0.0, "batch_size": 4,
           "tower": 1, "width": 8, "centerness": True, "radius": 1.5, "score_threshold": 0.05, "pre_nms_top_k": 1000,
           "nms_iou": 0.5, "max_detections": 100}
@@ -456,11 +433,11 @@ def test_scene_boxes_read_as_detection_classes_and_score_one_as_detections(scene
 
 
 @pytest.mark.parametrize("tower", [0, 1])
-def test_detection_probe_end_to_end(scenes, tower):
+def test_detection_probe_end_to_end(scenes, fake_dense_features, tower):
     spec = DETECTION_PROBE
     assert (spec.name, spec.level, spec.feature_mode, spec.headline, spec.fit) == (
         "detection", "high", "dense", "voc_map50", "squash")
-    result = spec.run(ProbeInputs(scenes, _fake_features(scenes), {**PARAMS, "tower": tower}, seed=0))
+    result = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "tower": tower}, seed=0))
     check_result(spec, result)  # what probe_run checks before writing a record
     assert result.unit == "image" and result.samples == {}
     assert result.sample_ids == [i.path for i in scenes.split("val")]
@@ -471,5 +448,5 @@ def test_detection_probe_end_to_end(scenes, tower):
     assert {"voc_map50", "coco_map", "coco_map50", "coco_map75", "train_loss"} <= set(result.metrics)
     assert all(0.0 <= result.metrics[k] <= 1.0 for k in ["voc_map50", "coco_map", *per_class])
     assert result.metrics["voc_map50"] == pytest.approx(np.mean([result.metrics[k] for k in per_class]))
-    again = spec.run(ProbeInputs(scenes, _fake_features(scenes), {**PARAMS, "tower": tower}, seed=0))
+    again = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "tower": tower}, seed=0))
     assert again.metrics == result.metrics  # seeded, one thread: a re-run reproduces exactly
