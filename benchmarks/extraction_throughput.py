@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from harness.backbones import WeightsUnavailableError, create_backbone, list_backbones
-from harness.datasets import prepare_dataset
+from harness.datasets.kinds import prepare_dataset
 from harness.extract import FeatureRequest, extract_dataset
 
 DEFAULT = [

@@ -1,11 +1,18 @@
 """`visbench-harness`: run grids through DVC, list what exists, verify the corpus, build the site.
 
-    visbench-harness                                   every grid whose data is here, then the site
+    visbench-harness                                   the default grid, then the site
+    visbench-harness grid=all                          every grid whose data is here
     visbench-harness task=classification backbone=efficientnet_lite0
-    visbench-harness grid=default dry_run=true        print the plan only
-    visbench-harness list
-    visbench-harness verify [grid=… task=… backbone=…]
+    visbench-harness task=retrieval probes.retrieval.recall_at=[1,10]
+                                                       an experiment (dvc exp), never the committed corpus
+    visbench-harness grid=default dry_run=true         the plan and what DVC would run
+    visbench-harness list                              backbones (and their weights), tasks, datasets, grids
+    visbench-harness verify [grid=… task=… backbone=…] re-run stages, diff against the corpus
+    visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
     visbench-harness site                              regenerate docs/ from the corpus and build HTML
+
+Exit status: 0 when every selected run is ok, 1 when any failed (a table of failures ends the output and
+re-running the same command retries exactly those), 2 for a bad command or params.yaml (nothing ran).
 """
 
 from __future__ import annotations
@@ -15,74 +22,80 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from harness.config import ConfigError, load_params, parse_overrides
 from harness.registry import UnknownNameError
 
 log = logging.getLogger("visbench")
-RUN_KEYS = ["backbone", "build_site", "dry_run", "grid", "task"]
+RUN_KEYS = ["backbone", "build_site", "dry_run", "grid", "probes", "task"]
+RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task"]
-COMMANDS = ["list", "site", "verify"]
+COMMANDS = ["list", "pipeline", "site", "verify"]
+DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
 
 
 def _dvc(*args: str) -> int:
-    command = [sys.executable, "-m", "dvc", *args]
-    log.info("$ dvc %s", " ".join(args))
-    return subprocess.run(command, check=False).returncode
+    from harness.dvc_runner import run_dvc
+
+    return run_dvc(list(args))
 
 
-def _truthy(value: object) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
-
-
-def _selected_runs(overrides: dict):
-    """Params and the runs the `grid`/`task`/`backbone` overrides select, logging skipped grids."""
+def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool = True):
+    """Params and the runs the `grid`/`task`/`backbone` overrides select, logging skipped grids. `check`: check
+    params.yaml against the registries first (run_grid does it through `pipeline.ensure_fresh`)."""
     from harness.plan import select_runs
 
     params = load_params()
-    runs, notes = select_runs(params, grid=overrides.get("grid"), task=overrides.get("task"),
-                              backbone=overrides.get("backbone"))
+    if check:
+        from harness.checks import check_params
+
+        check_params(params)
+    grid = overrides.get("grid", default_grid)
+    if grid == "all":
+        grid = None
+    runs, notes = select_runs(params, grid=grid, task=overrides.get("task"), backbone=overrides.get("backbone"))
+    if not check:
+        from harness import pipeline
+
+        if pipeline.ensure_fresh(params):
+            log.info("dvc.yaml regenerated from params.yaml")
     for note in notes:
         log.info("note: %s", note)
     return params, runs
 
 
 def run_grid(overrides: dict) -> int:
-    _, runs = _selected_runs(overrides)
-    groups: dict[tuple[str, str], list] = {}
-    for run in runs:
-        groups.setdefault((run.grid, run.backbone), []).append(run)
-    log.info("plan: %d runs (%d backbone groups) across grids %s", len(runs), len(groups),
-             ", ".join(sorted({r.grid for r in runs})))
-    for (grid, backbone), group in groups.items():
-        log.info("  %s / %s: %s", grid, backbone, ", ".join(r.task for r in group))
-    if _truthy(overrides.get("dry_run", False)):
+    from harness.run_report import report_failures, stages_for
+
+    default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
+    params, runs = _selected_runs(overrides, default, check=False)
+    log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
+    if "probes" in overrides:
+        from harness.experiments import run_experiment
+
+        return run_experiment(params, runs, overrides["probes"], dry_run=overrides.get("dry_run", False))
+    targets = stages_for(runs)
+    if overrides.get("dry_run", False):
         # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,
         # works on a fresh clone whose upstream outputs do not exist yet.
-        return _dvc("status", *[r.stage for r in runs])
-    started, failures = time.monotonic(), []
-    for index, ((grid, backbone), group) in enumerate(groups.items(), start=1):
-        t0 = time.monotonic()
-        code = _dvc("repro", *[r.stage for r in group])
-        if code:
-            failures.append(f"{grid}/{backbone}")
-        elapsed = time.monotonic() - started
-        eta = elapsed / index * (len(groups) - index)
-        log.info("[%d/%d] %s / %s %s in %.0fs; elapsed %.0fs, ETA %.0fs", index, len(groups), grid, backbone,
-                 "FAILED" if code else "done", time.monotonic() - t0, elapsed, eta)
+        return _dvc("status", *targets)
+    from harness.dvc_runner import repro_with_progress
+
+    code = repro_with_progress(targets)
     log.info("phase: collect + site")
     # --single-item: collect what exists now without pulling in the runs this invocation did not select
+    harness_errors = []
     if _dvc("repro", "--single-item", "collect", "site"):
-        failures.append("collect/site")
-    if _truthy(overrides.get("build_site", True)) and build_html():
-        failures.append("mkdocs build")
-    if failures:
-        log.error("finished with harness errors in: %s", ", ".join(failures))
+        harness_errors.append("collect/site")
+    if overrides.get("build_site", True) and not harness_errors and build_html():
+        harness_errors.append("mkdocs build")
+    failed = report_failures(runs, dvc_failed=code != 0)
+    if harness_errors:
+        log.error("finished with harness errors in: %s", ", ".join(harness_errors))
+    if failed or harness_errors:
         return 1
-    log.info("finished in %.0fs; records in leaderboard/corpus.jsonl, site in site/ (mkdocs serve to browse)",
-             time.monotonic() - started)
+    log.info("all %d runs ok; records in leaderboard/corpus.jsonl, site in site/ (mkdocs serve to browse)", len(runs))
     return 0
 
 
@@ -93,18 +106,19 @@ def build_html() -> int:
 
 
 def list_everything() -> int:
-    from harness.backbones import list_backbones
-    from harness.plan import missing_requirements
+    from harness.backbones import describe_weights, list_backbones
+    from harness.checks import check_params, missing_requirements
     from harness.probes import PROBES, get_probe
 
     params = load_params()
+    check_params(params)
     print("backbones:")
     for name in list_backbones():
-        print(f"  {name}")
+        print(f"  {name:<28} {describe_weights(name)}")
     print("tasks:")
     for name in PROBES.names():
         spec = get_probe(name)
-        print(f"  {name:<16} level={spec.level:<5} protocol={spec.protocol:<34} headline={spec.headline}")
+        print(f"  {name:<22} level={spec.level:<5} protocol={spec.protocol:<34} headline={spec.headline}")
     print("datasets:")
     for name, spec in params.datasets.items():
         print(f"  {name:<18} kind={spec['kind']}")
@@ -135,14 +149,14 @@ def verify(overrides: dict) -> int:
 
 
 def site() -> int:
-    from harness import stages
+    from harness.stages import site as site_stage
 
-    stages.site()
+    site_stage.run()
     return build_html()
 
 
 def _venv_first_on_path() -> None:
-    """Stage commands say `python -m harness.stages`; make that (and mkdocs) this environment's, even
+    """Stage commands say `python -m harness.stages…`; make that (and mkdocs) this environment's, even
     when the CLI was started as .venv/bin/visbench-harness without activating the venv."""
     bin_dir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
@@ -159,9 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     command = args.pop(0) if args and "=" not in args[0] else "run"
     try:
         if command == "run":
-            return run_grid(parse_overrides(args, RUN_KEYS))
+            return run_grid(parse_overrides(args, RUN_KEYS, RUN_BOOLEANS))
         if command == "verify":
             return verify(parse_overrides(args, VERIFY_KEYS))
+        if command == "pipeline":
+            from harness import pipeline
+
+            return pipeline.main(args)
         if command in ("list", "site"):
             if args:
                 raise ConfigError(f"`{command}` takes no arguments; got {' '.join(args)}")

@@ -1,20 +1,31 @@
-"""`params.yaml` as a validated model, and `key=value` overrides with errors that name valid keys.
+"""`params.yaml` as a validated model, and `key=value` overrides with errors that name the fix.
 
-The file is DVC's parameter file, so it stays plain YAML; OmegaConf parses command-line overrides
-(`task=retrieval`, `probes.classification.lr=0.01`) and pydantic validates the result.
+The file is DVC's parameter file, so it stays plain YAML. Its structure is checked here (`load_params`, what
+every stage does); `harness.checks.check_params` checks what each block means against the registries
+(probe schemas, dataset kinds, backbone names) and is what the CLI and the pipeline generator run before
+any work starts.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 
 from harness.registry import unknown_name_message
 
 PARAMS_FILE = Path("params.yaml")
+Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.@]+$")]
 
 
 class ConfigError(ValueError):
@@ -26,9 +37,9 @@ class _Strict(BaseModel):
 
 
 class Settings(_Strict):
-    precision: Literal["fp32", "bf16"] = "fp32"
-    batch_size: int = 32
-    seed: int = 0
+    precision: Literal["fp32", "bf16"]
+    batch_size: PositiveInt
+    seed: NonNegativeInt
 
 
 class FewShot(_Strict):
@@ -46,14 +57,24 @@ class FewShot(_Strict):
 
 
 class Grid(_Strict):
-    backbones: list[str]
-    datasets: list[str]
-    tasks: dict[str, str]  # task → dataset it runs on
-    requires: list[str] = []  # paths that must exist for this grid to run (e.g. ../shared data)
+    backbones: list[Name] = Field(min_length=1)
+    tasks: dict[Name, Name] = Field(min_length=1)  # task → the dataset it runs on
     fewshot: FewShot | None = None  # the few-shot protocol: one record per task × backbone × k × seed
     # dataset → the grid whose extract stage this grid's probes read (no second extraction of the same
     # images by the same backbone); a dataset not listed is extracted by this grid's own stage
-    features_from: dict[str, str] = {}
+    features_from: dict[Name, Name] = {}
+
+    @field_validator("backbones")
+    @classmethod
+    def _distinct(cls, values: list[str]) -> list[str]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"repeats a backbone: {values}")
+        return values
+
+    @property
+    def datasets(self) -> list[str]:
+        """The datasets this grid's tasks read, in first-use order."""
+        return list(dict.fromkeys(self.tasks.values()))
 
     def feature_grid(self, own_name: str, dataset: str) -> str:
         return self.features_from.get(dataset, own_name)
@@ -61,17 +82,29 @@ class Grid(_Strict):
 
 class Params(_Strict):
     settings: Settings
-    checkpoints: dict[str, str | None] = {}
-    datasets: dict[str, dict[str, Any]]
-    probes: dict[str, dict[str, Any]]
-    grids: dict[str, Grid]
+    checkpoints: dict[Name, Annotated[str, Field(min_length=1)]] = {}
+    # your own modules (project-relative .py files or packages) that register backbones, dataset kinds or
+    # probes; each is a DVC dependency of exactly the stages that use what it registers (docs/extend.md)
+    plugins: list[Annotated[str, Field(min_length=1)]] = []
+    datasets: dict[Name, dict[str, Any]]
+    probes: dict[Name, dict[str, Any]]
+    grids: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")], Grid]
 
 
 def load_params(path: Path = PARAMS_FILE) -> Params:
+    path = Path(path)
     try:
-        params = Params.model_validate(yaml.safe_load(Path(path).read_text()))
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path} not found: run visbench-harness from the project root") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    try:
+        params = Params.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(f"{path}: {_describe(error)}") from None
+        raise ConfigError(f"{path}: {describe_validation(error)}") from None
     for name, grid in params.grids.items():
         for dataset, source in grid.features_from.items():
             if source not in params.grids or dataset not in params.grids[source].datasets:
@@ -81,32 +114,61 @@ def load_params(path: Path = PARAMS_FILE) -> Params:
     return params
 
 
-def _describe(error: ValidationError) -> str:
+def describe_validation(error: ValidationError) -> str:
     parts = []
     for e in error.errors():
         where = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
             parts.append(f"unknown key {where!r}")
+        elif e["type"] == "missing":
+            parts.append(f"missing key {where!r}")
         else:
             parts.append(f"{where}: {e['msg']}")
     return "; ".join(parts)
 
 
-def parse_overrides(args: list[str], valid_keys: list[str]) -> dict[str, Any]:
-    """`["task=edge", "backbone=a,b"]` → {"task": "edge", "backbone": "a,b"}; unknown keys are errors."""
-    from omegaconf import OmegaConf
+# -- command-line overrides ----------------------------------------------------------------------------
 
+
+def parse_overrides(args: list[str], valid_keys: list[str], booleans: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`["task=edge", "backbone=a,b", "dry_run=true"]` → {"task": "edge", "backbone": "a,b", "dry_run": True}.
+
+    Every value must be non-empty; a key in `booleans` takes exactly true or false; a dotted key under
+    `probes.` (when "probes" is a valid key) is a probe-parameter override whose value is YAML
+    (`probes.retrieval.recall_at=[1,10]`), validated later against the probe's schema.
+    """
+    parsed: dict[str, Any] = {}
     for arg in args:
-        if "=" not in arg:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
             raise ConfigError(f"expected key=value, got {arg!r}; valid keys: {', '.join(valid_keys)}")
-    try:
-        parsed = OmegaConf.to_container(OmegaConf.from_dotlist(args), resolve=True)
-    except Exception as error:
-        raise ConfigError(f"cannot parse overrides {args}: {error}") from None
-    for key in parsed:
+        if key.startswith("probes.") and "probes" in valid_keys:
+            parsed.setdefault("probes", {})[key.removeprefix("probes.")] = _probe_value(key, value)
+            continue
         if key not in valid_keys:
             raise ConfigError(unknown_name_message("key", key, valid_keys))
+        if key in parsed:
+            raise ConfigError(f"{key} is given twice; give it once (a comma-separated list for several values)")
+        if not value.strip():
+            raise ConfigError(f"{key}= is empty: give a value, or leave {key} out for every one")
+        if key in booleans:
+            if value.lower() not in ("true", "false"):
+                raise ConfigError(f"{key}={value}: expected true or false")
+            parsed[key] = value.lower() == "true"
+        else:
+            parsed[key] = value
     return parsed
+
+
+def _probe_value(key: str, value: str) -> Any:
+    if key.count(".") != 2:
+        raise ConfigError(f"{key}: a probe override is probes.TASK.PARAM=VALUE, e.g. probes.classification.lr=0.01")
+    if not value.strip():
+        raise ConfigError(f"{key}= is empty: give a value")
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise ConfigError(f"{key}={value}: not a valid value (YAML: 0.01, 30, true, [1, 10], text)") from None
 
 
 def stage_spelling(backbone: str) -> str:

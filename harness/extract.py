@@ -7,7 +7,6 @@ resolved feature requests) that probes read instead of importing any backbone li
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -18,13 +17,10 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from harness.datasets.manifest import Item, Manifest
-from harness.feature_cache import FeatureCache, feature_key
-from harness.hashing import canonical_json
-from harness.records import write_text_atomic
+from harness.datasets.manifest import Manifest
+from harness.feature_cache import FeatureCache, entry_keys
 
 log = logging.getLogger(__name__)
-EXTRACTION_FILE = "extraction.json"
 
 
 class ImageDecodeError(ValueError):
@@ -53,18 +49,6 @@ def load_image(path: Path) -> Image.Image:
             return image.convert("RGB")
     except (OSError, UnidentifiedImageError, ValueError) as error:
         raise ImageDecodeError(f"cannot decode image {path}: {error}") from None
-
-
-def entry_keys(backbone: dict[str, Any], requests: list[dict[str, Any]], item: Item) -> list[str]:
-    return [
-        feature_key(item.sha256, backbone["identity"], _preprocess_for(backbone["preprocess"], r.get("fit", "crop")),
-                    r["layers_resolved"], r["pooling_resolved"], r["mode"])
-        for r in requests
-    ]
-
-
-def _preprocess_for(preprocess: dict[str, Any], fit: str) -> dict[str, Any]:
-    return preprocess if fit == "crop" else {**preprocess, "fit": fit}
 
 
 def extract_dataset(
@@ -117,11 +101,3 @@ def extract_dataset(
         grid_hw = list(np.shape(cache.get(key))[-2:])
     return {"status": "ok", "backbone": described, "dataset_identity": manifest.identity,
             "requests": resolved, "dense_grid_hw": grid_hw}
-
-
-def write_extraction(out_dir: Path, description: dict[str, Any]) -> None:
-    write_text_atomic(out_dir / EXTRACTION_FILE, json.dumps(json.loads(canonical_json(description)), indent=1))
-
-
-def read_extraction(out_dir: Path) -> dict[str, Any]:
-    return json.loads((out_dir / EXTRACTION_FILE).read_text())

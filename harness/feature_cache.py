@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.hashing import hash_json
+from harness.atomic import write_text_atomic
+from harness.hashing import canonical_json, hash_json
+
+if TYPE_CHECKING:
+    from harness.datasets.manifest import Item
 
 log = logging.getLogger(__name__)
 _DIGEST = 32
 STORED_DTYPE = "float32"
+EXTRACTION_FILE = "extraction.json"  # beside entries/: the backbone described and the resolved requests
 
 
 def feature_key(
@@ -95,3 +101,26 @@ class FeatureCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+# -- the extraction description: what probes read instead of importing any backbone library ----------
+
+
+def entry_keys(backbone: dict[str, Any], requests: list[dict[str, Any]], item: Item) -> list[str]:
+    return [
+        feature_key(item.sha256, backbone["identity"], _preprocess_for(backbone["preprocess"], r.get("fit", "crop")),
+                    r["layers_resolved"], r["pooling_resolved"], r["mode"])
+        for r in requests
+    ]
+
+
+def _preprocess_for(preprocess: dict[str, Any], fit: str) -> dict[str, Any]:
+    return preprocess if fit == "crop" else {**preprocess, "fit": fit}
+
+
+def write_extraction(out_dir: Path, description: dict[str, Any]) -> None:
+    write_text_atomic(out_dir / EXTRACTION_FILE, json.dumps(json.loads(canonical_json(description)), indent=1))
+
+
+def read_extraction(out_dir: Path) -> dict[str, Any]:
+    return json.loads((out_dir / EXTRACTION_FILE).read_text())

@@ -18,9 +18,11 @@ import dataclasses
 import hashlib
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from harness import paths
 from harness.hashing import hash_json
 
 if TYPE_CHECKING:  # types only: the leaderboard reads SUBSET_PARAMS without importing the dataset loaders
+    from harness.config import Params
     from harness.datasets.manifest import Item, Manifest
 
 Unit = Literal["images_per_class", "images"]
@@ -95,3 +97,17 @@ def fewshot_manifest(manifest: Manifest, split: str, unit: Unit, shot: Shot) -> 
     described = {"k_shot": shot.k, UNIT_PARAM: unit, "subset_seed": shot.seed, "subset_size": len(chosen),
                  "subset_sha256": subset_sha256(chosen)}
     return dataclasses.replace(manifest, items=items), described
+
+
+def stage_shots(params: Params, grid: str) -> list[Shot | None]:
+    """The runs one probe stage of `grid` makes: [None] (the full split), or every (k, seed) of its
+    `fewshot` spec, k-major."""
+    spec = params.grids[grid].fewshot
+    if spec is None:
+        return [None]
+    return [Shot(k, seed) for k in spec.k_shots for seed in spec.seeds]
+
+
+def stage_run_ids(params: Params, grid: str, task: str, backbone_name: str) -> list[str]:
+    """The run ids of the records one probe stage writes, in the order it writes them."""
+    return [paths.run_id(grid, task, backbone_name, shot) for shot in stage_shots(params, grid)]

@@ -16,14 +16,16 @@ if TYPE_CHECKING:
 
 DATA = Path("data")
 CORPUS = Path("leaderboard/corpus.jsonl")
+FAILED_CORPUS = Path("leaderboard/failures.jsonl")  # failed attempts, shown apart from the ok records
+FAILURES = Path("failures")  # each failed stage's latest attempt (git-tracked, never a DVC out)
 DOCS = Path("docs")
-_outputs = {"features": Path("features"), "results": Path("results")}
+_outputs = {"features": Path("features"), "results": Path("results"), "failures": FAILURES}
 
 
 @contextmanager
 def scratch_outputs(root: Path) -> Iterator[None]:
     saved = dict(_outputs)
-    _outputs.update(features=root / "features", results=root / "results")
+    _outputs.update(features=root / "features", results=root / "results", failures=root / "failures")
     try:
         yield
     finally:
@@ -89,4 +91,15 @@ def stage_parts(stage: str) -> tuple[str, str, str]:
 
 
 def extract_stage_name(grid: str, backbone: str, dataset: str) -> str:
-    return f"extract-{grid}@{backbone}-{dataset}"
+    """One foreach group per (grid, dataset), so its template lists exactly the params its features read."""
+    return f"extract-{grid}-{dataset}@{backbone}"
+
+
+def prepare_stage_name(dataset: str) -> str:
+    return f"prepare-{dataset}"
+
+
+def failure_path(stage: str) -> Path:
+    """Where a stage's failed attempt is kept (git-tracked, never a DVC out, so it never replaces an ok
+    record): `failures/<stage>.jsonl`, one failed record per line."""
+    return _outputs["failures"] / f"{stage.replace('@', '-at-')}.jsonl"

@@ -7,9 +7,9 @@ lets DVC run them, so `dvc.lock` stays the single record of what ran.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness import paths
+from harness.checks import missing_requirements
 from harness.config import ConfigError, Params, canonical_backbone, stage_spelling
 from harness.registry import unknown_name_message
 
@@ -20,6 +20,7 @@ class Run:
     task: str
     backbone: str  # stage spelling (NAME.random)
     dataset: str
+    feature_grid: str  # the grid whose extract stage made its features (features_from)
 
     @property
     def stage(self) -> str:
@@ -27,11 +28,11 @@ class Run:
 
     @property
     def extract_stage(self) -> str:
-        return paths.extract_stage_name(self.grid, self.backbone, self.dataset)
+        return paths.extract_stage_name(self.feature_grid, self.backbone, self.dataset)
 
-
-def missing_requirements(params: Params, grid: str) -> list[str]:
-    return [p for p in params.grids[grid].requires if not Path(p).exists()]
+    @property
+    def prepare_stage(self) -> str:
+        return paths.prepare_stage_name(self.dataset)
 
 
 def _as_list(value: object) -> list[str] | None:
@@ -50,10 +51,9 @@ def select_runs(
     grids, tasks, backbones = _as_list(grid), _as_list(task), _as_list(backbone)
     _check(grids, sorted(params.grids), "grid")
     _check(tasks, sorted({t for g in params.grids.values() for t in g.tasks}), "task")
-    all_backbones = sorted({canonical_backbone(b) for g in params.grids.values() for b in g.backbones})
     if backbones is not None:
         backbones = [canonical_backbone(b) for b in backbones]
-        _check(backbones, all_backbones, "backbone")
+        _check_backbones(params, backbones, grids)
     runs, notes = [], []
     for grid_name, spec in params.grids.items():
         if grids is not None and grid_name not in grids:
@@ -63,17 +63,33 @@ def select_runs(
             message = f"grid {grid_name} needs {', '.join(missing)}, which is not here"
             if grids is not None and not skip_unavailable:
                 raise ConfigError(message)
-            notes.append(message + "; skipped")
+            notes.append(message + "; skipped (set the paths in params.yaml to your copy)")
             continue
         for task_name, dataset in spec.tasks.items():
             if tasks is not None and task_name not in tasks:
                 continue
             for name in spec.backbones:
                 if backbones is None or canonical_backbone(name) in backbones:
-                    runs.append(Run(grid_name, task_name, stage_spelling(name), dataset))
+                    runs.append(Run(grid_name, task_name, stage_spelling(name), dataset,
+                                    spec.feature_grid(grid_name, dataset)))
     if not runs:
         raise ConfigError("nothing selected: " + ("; ".join(notes) or "no grid has that task × backbone"))
     return runs, notes
+
+
+def _check_backbones(params: Params, backbones: list[str], grids: list[str] | None) -> None:
+    """A name no grid lists: known to the registry → say which grid to add it to; else list the valid ones."""
+    from harness.backbones import list_backbones
+
+    selected = grids or sorted(params.grids)
+    in_grids = sorted({canonical_backbone(b) for g in selected for b in params.grids[g].backbones})
+    for name in backbones:
+        if name in in_grids:
+            continue
+        if name in list_backbones():
+            raise ConfigError(f"backbone {name!r} is in no selected grid: add {stage_spelling(name)} to "
+                              f"grids.<grid>.backbones in params.yaml (grids: {', '.join(selected)})")
+        raise ConfigError(unknown_name_message("backbone", name, in_grids))
 
 
 def _check(values: list[str] | None, valid: list[str], kind: str) -> None:

@@ -3,8 +3,9 @@
 A run is a whole probe stage, or one (k, seed) `Shot` of a few-shot stage: then the probe trains on the
 subset `harness.fewshot` chooses from its training split, and evaluates as the full run does.
 
-The run's per-sample scores go to `paths.samples_path` (always written, so the DVC out exists: a failed
-run leaves a header-only file and `samples=None` in its record).
+Nothing is written here: `run_probe` returns the record and the text of its per-sample scores file
+(`paths.samples_path`), and the stage writes them only once every run of the stage has succeeded, so a
+failure never replaces what an earlier successful run left.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,13 +22,12 @@ from harness import paths
 from harness.config import ConfigError, Params, canonical_backbone
 from harness.datasets.manifest import Manifest
 from harness.environment import environment_fingerprint
-from harness.extract import entry_keys, read_extraction
-from harness.feature_cache import FeatureCache
+from harness.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.fewshot import UNIT_PARAM, Shot, fewshot_manifest
 from harness.preprocessing import Preprocess
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
-from harness.records import BackboneInfo, DatasetInfo, Failure, Record, write_text_atomic
-from harness.samples import samples_csv, write_samples
+from harness.records import BackboneInfo, DatasetInfo, Failure, Record
+from harness.samples import samples_file
 
 
 class MissingFeatureError(RuntimeError):
@@ -87,11 +88,34 @@ def fewshot_unit(task: str) -> str:
     return unit
 
 
-def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, shot: Shot | None = None) -> Record:
+@dataclass(frozen=True)
+class ProbeJob:
+    """One probe stage: the run's grid, task and backbone (stage spelling), the dataset it reads, and the grid
+    whose extract stage made its features. The generated dvc.yaml passes these on the command line."""
+
+    grid: str
+    task: str
+    backbone: str
+    dataset: str
+    feature_grid: str
+
+    @property
+    def stage(self) -> str:
+        return paths.stage_name(self.grid, self.task, self.backbone)
+
+
+def job_from_params(params: Params, grid: str, task: str, backbone: str) -> ProbeJob:
+    spec = params.grids[grid]
+    dataset = spec.tasks[task]
+    return ProbeJob(grid, task, backbone, dataset, spec.feature_grid(grid, dataset))
+
+
+def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None
+              ) -> tuple[Record, str | None]:
+    """The record of one run and the text of its samples file (None when it failed)."""
     started = time.monotonic()
-    spec = get_probe(task)
-    probe_params = dict(params.probes[task])
-    dataset_name = params.grids[grid].tasks[task]
+    spec = get_probe(job.task)
+    probe_params = dict(probe_params)
     # A few-shot run's seed chooses its subset and seeds the probe, so the seeds of a curve are replicates.
     seed = params.settings.seed if shot is None else shot.seed
     pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
@@ -99,34 +123,32 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, sh
     probe_params.pop("pooling", None)
     protocol_params = dict(probe_params)
     if shot is not None:
-        protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(task), "subset_seed": shot.seed}
+        protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(job.task), "subset_seed": shot.seed}
     base: dict[str, Any] = {
-        "run_id": paths.run_id(grid, task, backbone_name, shot),
-        "backbone_name": canonical_backbone(backbone_name),
-        "task": task,
+        "run_id": paths.run_id(job.grid, job.task, job.backbone, shot),
+        "backbone_name": canonical_backbone(job.backbone),
+        "task": job.task,
         "level": spec.level,
         "protocol": spec.protocol,
         "pooling_requested": pooling,
         "feature_mode": spec.feature_mode,
         "layers": list(layers) if layers else None,
-        "precision": params.settings.precision,
+        "precision": None,
         "seed": seed,
         "headline_metric": spec.headline,
         "environment": environment_fingerprint(),
         "k_shot": None if shot is None else shot.k,
     }
     backbone_info = dataset_info = None
-    pooling_resolved = image_size = None
-    samples_path = paths.samples_path(grid, task, backbone_name, shot)
+    pooling_resolved = image_size = samples_text = None
+    samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
     phase = "extract"
     try:
-        feature_dir = paths.features_dir(params.grids[grid].feature_grid(grid, dataset_name), backbone_name,
-                                         dataset_name)
+        feature_dir = paths.features_dir(job.feature_grid, job.backbone, job.dataset)
         extraction = read_extraction(feature_dir)
-        if extraction["status"] != "ok":
-            phase = extraction["phase"]
-            raise RuntimeError(f"{extraction['error_type']}: {extraction['message']}")
         described = extraction["backbone"]
+        # the precision the features were computed at is the backbone's (its identity includes it)
+        base["precision"] = described["precision"]
         backbone_info = BackboneInfo(
             name=described["name"], identity=described["identity"], control=described["control"],
             weights=described["weights"], architecture=described["architecture"],
@@ -134,14 +156,14 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, sh
         )
         image_size = described["preprocess"]["crop"]
         phase = "load_dataset"
-        manifest = Manifest.load(paths.manifest_path(dataset_name))
+        manifest = Manifest.load(paths.manifest_path(job.dataset))
         base["protocol"] = spec.resolve_protocol(manifest)
         if manifest.identity != extraction["dataset_identity"]:
             raise RuntimeError("features were extracted from a different version of the dataset")
         dataset_identity = manifest.identity
         if shot is not None:
             phase = "select_subset"
-            manifest, subset = fewshot_manifest(manifest, probe_params["train_split"], fewshot_unit(task), shot)
+            manifest, subset = fewshot_manifest(manifest, probe_params["train_split"], fewshot_unit(job.task), shot)
             protocol_params |= subset
         phase = "probe"
         request = _matching_request(extraction, spec.feature_mode, pooling, layers, spec.fit)
@@ -153,20 +175,19 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, sh
         inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry)
         split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
         dataset_info = DatasetInfo(
-            name=dataset_name, identity=dataset_identity, split=split,
+            name=job.dataset, identity=dataset_identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
         )
         result = spec.run(inputs)
         check_result(spec, result)
-        samples = write_samples(samples_path, result.sample_ids, result.samples, result.unit)
+        samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit)
         metrics, status, failure = result.metrics, "ok", None
     except Exception as error:
         metrics, samples, status = {}, None, "failed"
         failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
         traceback.print_exc()
-        write_text_atomic(samples_path, samples_csv([], {}))  # header only: the DVC out still exists
-    return Record(
-        **base,
+    record = Record(
+        **{**base, "precision": base["precision"] or params.settings.precision},
         protocol_params=protocol_params,
         backbone=backbone_info,
         dataset=dataset_info,
@@ -180,3 +201,4 @@ def run_probe_stage(grid: str, task: str, backbone_name: str, params: Params, sh
         duration_s=round(time.monotonic() - started, 3),
         samples=samples,
     )
+    return record, samples_text

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.atomic import write_text_atomic
 
 # 2: per-sample scores (`samples`); version-1 records read with samples=None.
 # 3: `k_shot`, the few-shot training subset size; version-1/2 records read with k_shot=None (full split).
@@ -154,20 +154,6 @@ def read_records(path: Path) -> list[Record]:
         if line.strip():
             records.append(parse_record(line, f"{path}:{number}"))
     return records
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_records(path: Path, records: list[Record]) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.atomic import write_text_atomic
 from harness.hashing import sha256_bytes, sha256_file
-from harness.records import SamplesInfo, write_text_atomic
+from harness.records import SamplesInfo
 
 
 class SamplesError(ValueError):
@@ -37,13 +38,22 @@ def samples_csv(sample_ids: Sequence[str], columns: Mapping[str, np.ndarray]) ->
     return buffer.getvalue()
 
 
+def samples_file(
+    path: Path, sample_ids: Sequence[str], columns: Mapping[str, np.ndarray], unit: str
+) -> tuple[str, SamplesInfo]:
+    """The file's text and the record's description of it, before anything is written: a stage writes its
+    outputs only once every run in it has succeeded."""
+    text = samples_csv(sample_ids, columns)
+    return text, SamplesInfo(path=str(path), sha256=sha256_bytes(text.encode()), count=len(sample_ids), unit=unit,
+                             columns=sorted(columns))
+
+
 def write_samples(
     path: Path, sample_ids: Sequence[str], columns: Mapping[str, np.ndarray], unit: str
 ) -> SamplesInfo:
-    text = samples_csv(sample_ids, columns)
+    text, info = samples_file(path, sample_ids, columns, unit)
     write_text_atomic(path, text)
-    return SamplesInfo(path=str(path), sha256=sha256_bytes(text.encode()), count=len(sample_ids), unit=unit,
-                       columns=sorted(columns))
+    return info
 
 
 def read_samples(info: SamplesInfo, root: Path = Path(".")) -> tuple[list[str], dict[str, np.ndarray]]:

@@ -19,6 +19,7 @@ from harness import paths
 from harness.config import Params
 from harness.plan import Run
 from harness.records import Record, read_records
+from harness.stages.common import StageFailed
 
 log = logging.getLogger("visbench")
 
@@ -68,10 +69,11 @@ def compare(committed: Record, reproduced: Record) -> list[MetricCheck]:
 
 
 def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None) -> list[MetricCheck]:
-    from harness import stages
+    from harness import stage_calls as stages
+    from harness.fewshot import stage_run_ids
 
     corpus = {r.run_id: r for r in read_records(paths.CORPUS)}
-    missing = [run_id for run in runs for run_id in stages.stage_run_ids(params, run.grid, run.task, run.backbone)
+    missing = [run_id for run in runs for run_id in stage_run_ids(params, run.grid, run.task, run.backbone)
                if run_id not in corpus]
     if missing:
         raise KeyError(f"no committed record for {', '.join(missing)}; run the grid and commit the corpus first")
@@ -82,12 +84,16 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None) ->
     with tempfile.TemporaryDirectory(prefix="visbench-verify-", dir=scratch) as tmp, paths.scratch_outputs(Path(tmp)):
         extracted = set()
         for index, run in enumerate(runs, start=1):
-            feature_grid = params.grids[run.grid].feature_grid(run.grid, run.dataset)
-            key = (feature_grid, run.backbone, run.dataset)
+            key = (run.feature_grid, run.backbone, run.dataset)
             if key not in extracted:
-                stages.extract(feature_grid, run.backbone, run.dataset, params)
+                stages.extract(run.feature_grid, run.backbone, run.dataset, params)
                 extracted.add(key)
-            result = [check for reproduced in stages.probe(run.grid, run.task, run.backbone, params)
+            try:
+                reproduced_records = stages.probe(run.grid, run.task, run.backbone, params)
+            except StageFailed as error:  # the committed run is ok; its re-run failing is a difference
+                log.error("verify %s: the re-run failed: %s", run.stage, error)
+                reproduced_records = read_records(paths.failure_path(run.stage))
+            result = [check for reproduced in reproduced_records
                       for check in compare(corpus[reproduced.run_id], reproduced)]
             checks += result
             worst = max((abs(c.difference) for c in result if c.difference is not None), default=0.0)

@@ -19,12 +19,12 @@ from torch import nn
 from harness.backbones import (
     Backbone,
     BackboneError,
-    CustomBackbone,
     WeightsUnavailableError,
     create_backbone,
     list_backbones,
 )
 from harness.backbones.cifar_resnet import _CHECKPOINTS, WEIGHTS_DIR_ENV
+from harness.backbones.custom import CustomBackbone
 from harness.backbones.timm_models import TIMM_PINS
 from harness.backbones.weights import WeightsPin
 from harness.preprocessing import Preprocess
@@ -338,11 +338,14 @@ def test_unknown_variant_is_refused():
     assert "'foo'" in str(error.value) and "@random" in str(error.value)
 
 
-def test_list_backbones_pairs_every_architecture_with_its_control():
+def test_list_backbones_lists_exactly_the_names_that_construct():
+    """Every architecture with weights and its @random control; fixed filters (sobel) have no control."""
     names = list_backbones()
     archs = [n for n in names if "@" not in n]
-    assert {"efficientnet_lite0", "resnet18", "dinov2_vits14", "clip_vitb16", "cifar_resnet20"} <= set(archs)
-    assert sorted(names) == sorted(archs + [a + "@random" for a in archs])
+    assert {"efficientnet_lite0", "resnet18", "dinov2_vits14", "clip_vitb16", "cifar_resnet20", "sobel"} <= set(archs)
+    assert sorted(names) == sorted(archs + [a + "@random" for a in archs if a != "sobel"])
+    with pytest.raises(BackboneError, match="no @random control"):
+        create_backbone("sobel@random")
 
 
 # -- custom modules --------------------------------------------------------------------------------

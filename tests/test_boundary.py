@@ -23,7 +23,8 @@ from scipy.optimize import linear_sum_assignment
 from skimage.morphology import thin as skimage_thin
 
 from harness.backbones import BackboneError, create_backbone
-from harness.datasets import Manifest, prepare_dataset
+from harness.datasets.kinds import prepare_dataset
+from harness.datasets.manifest import Manifest
 from harness.probes.base import ProbeInputs
 from harness.probes.boundary import matching, metrics, nms
 from harness.probes.boundary.probe import EDGE_BSDS_PROBE
@@ -333,12 +334,16 @@ def test_probe_end_to_end_on_a_bsds_layout(bsds_fixture, head):
     assert again.metrics == result.metrics
 
 
-def test_probe_refuses_bad_params(bsds_fixture):
-    features = _sobel_features(bsds_fixture)
-    with pytest.raises(ValueError, match=r"unknown \['threshold'\].*valid: head"):
-        EDGE_BSDS_PROBE.run(ProbeInputs(bsds_fixture, features, {**PARAMS, "threshold": 9}, seed=0))
-    with pytest.raises(ValueError, match="train_splits must be a non-empty list"):
-        EDGE_BSDS_PROBE.run(ProbeInputs(bsds_fixture, features, {**PARAMS, "train_splits": "train"}, seed=0))
+def test_probe_params_are_checked_against_the_schema():
+    from harness.probes import validate_probe_params
+
+    assert validate_probe_params("edge_bsds", PARAMS) == PARAMS
+    with pytest.raises(ValueError, match=r"unknown key 'threshold'.*valid keys: .*thresholds"):
+        validate_probe_params("edge_bsds", {**PARAMS, "threshold": 9})
+    with pytest.raises(ValueError, match="train_splits"):
+        validate_probe_params("edge_bsds", {**PARAMS, "train_splits": "train"})
+    with pytest.raises(ValueError, match="train_splits"):
+        validate_probe_params("edge_bsds", {**PARAMS, "train_splits": []})
 
 
 # -- the sobel control ---------------------------------------------------------------------------------

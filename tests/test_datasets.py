@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.datasets import MANIFEST_NAME, Item, Manifest, prepare_dataset
+from harness.datasets.fashion_mnist import FASHION_MNIST_CLASSES, _read_idx
 from harness.datasets.homography import (
     apply_homography,
     homography_from_points,
@@ -19,7 +19,9 @@ from harness.datasets.homography import (
     random_homography,
     warp_photo,
 )
-from harness.datasets.sources import FASHION_MNIST_CLASSES, _read_idx, prepare_image_folder
+from harness.datasets.image_folder import prepare_image_folder
+from harness.datasets.kinds import DatasetError, prepare_dataset
+from harness.datasets.manifest import MANIFEST_NAME, Item, Manifest
 from harness.hashing import sha256_file
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -32,8 +34,7 @@ def _png_bytes(folder: Path) -> dict[str, bytes]:
 
 # -- fashion_mnist ---------------------------------------------------------------------------------
 
-FMNIST_SPEC = {"kind": "fashion_mnist", "source": str(FASHION_MNIST), "per_class": {"train": 2, "val": 1},
-               "tasks": ["classification"]}
+FMNIST_SPEC = {"kind": "fashion_mnist", "source": str(FASHION_MNIST), "per_class": {"train": 2, "val": 1}}
 
 
 @needs_fashion_mnist
@@ -255,7 +256,7 @@ def test_image_folder_split_class_layout_with_a_class_missing_from_one_split(tmp
 
 
 def test_image_folder_missing_root_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"datasets\.folder\.root"):
+    with pytest.raises(DatasetError, match=r"datasets\.folder\.root"):
         prepare_image_folder("folder", tmp_path / "out", str(tmp_path / "nope"))
 
 
@@ -291,7 +292,7 @@ def test_manifest_identity_is_content_not_order_or_place():
 
 
 def test_png_writer_is_deterministic(tmp_path):
-    from harness.datasets.sources import _write_png
+    from harness.datasets.files import write_png as _write_png
 
     array = np.random.default_rng(0).integers(0, 256, size=(5, 7), dtype=np.uint8)
     sha_a, sha_b = _write_png(tmp_path / "a.png", array), _write_png(tmp_path / "b" / "b.png", array)

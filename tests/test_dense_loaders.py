@@ -10,10 +10,11 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from harness.datasets import Manifest, prepare_dataset
 from harness.datasets.bsds500 import figure_ground, read_bsds_ground_truth
 from harness.datasets.dense_folders import VOC_CLASSES
 from harness.datasets.dense_targets import natural_key, read_array, target_file
+from harness.datasets.kinds import prepare_dataset
+from harness.datasets.manifest import Manifest
 from harness.hashing import sha256_file
 
 BSDS = Path("/work/shared/data/bsds500")

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from test_stages import _params, _write_folder
 
-from harness import paths, stages
+from harness import paths
+from harness import stage_calls as stages
 from harness.config import ConfigError, load_params
 from harness.datasets.manifest import Item, Manifest
 from harness.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
@@ -25,6 +26,7 @@ from harness.leaderboard.db_fewshot import curves
 from harness.leaderboard.plots_fewshot import nice_ticks
 from harness.leaderboard.render_fewshot import curve_plot_path
 from harness.records import read_records
+from harness.stages.common import StageFailed
 
 CLASSES = ["cat", "dog", "fox"]
 
@@ -197,9 +199,18 @@ def fewshot_project(tmp_path, monkeypatch):
 BACKBONE = "cifar_resnet20.random"
 
 
-def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
-    from harness.probe_run import run_probe_stage
+def run_probe_stage(grid, task, backbone, params):
+    """The full-split run of a few-shot stage's task (no shot), as a plain probe stage would make it."""
+    from harness.probe_run import job_from_params, run_probe
+    from harness.probes import validate_probe_params
 
+    record, samples = run_probe(job_from_params(params, grid, task, backbone), params,
+                                validate_probe_params(task, params.probes[task]))
+    paths.samples_path(grid, task, backbone).write_text(samples)
+    return record
+
+
+def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
     params = fewshot_project([1, 4], [0, 1])
     records = stages.probe("g", "classification", BACKBONE, params)
     assert [r.run_id for r in records] == [f"g-classification@{BACKBONE}.k{k}.s{s}" for k in (1, 4) for s in (0, 1)]
@@ -234,16 +245,27 @@ def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
     assert {r.run_id for r in stages.collect(params)} == set(by_id)
 
 
-def test_a_failing_k_is_a_failed_record_and_the_others_run(fewshot_project):
-    params = fewshot_project([1, 5], [3])
-    ok, failed = stages.probe("g", "classification", BACKBONE, params)
-    assert ok.status == "ok" and ok.k_shot == 1 and ok.seed == 3
+def test_a_failing_k_fails_the_stage_and_keeps_every_earlier_output(fewshot_project):
+    """k=5 per class exceeds the 4 training images of a class: that run is a failed record, the stage writes
+    none of its outputs (an earlier good curve stays whole) and exits with StageFailed."""
+    params = fewshot_project([1], [3])
+    stages.probe("g", "classification", BACKBONE, params)
+    folder = paths.fewshot_dir("g", "classification", BACKBONE)
+    before = {p: p.read_bytes() for p in [*folder.iterdir(), paths.metrics_path("g", "classification", BACKBONE)]}
+    wider = fewshot_project([1, 5], [3])
+    with pytest.raises(StageFailed, match="1 of 2 run"):
+        stages.probe("g", "classification", BACKBONE, wider)
+    assert {p: p.read_bytes() for p in before} == before and set(folder.iterdir()) <= set(before)
+    [failed] = read_records(paths.failure_path(f"g-classification@{BACKBONE}"))  # the failed runs only
     assert failed.status == "failed" and failed.k_shot == 5 and failed.failure.phase == "select_subset"
     assert "k=5 images per class exceeds the 4 training images of class 'class0'" in failed.failure.message
     assert failed.protocol_params["k_shot"] == 5 and "subset_sha256" not in failed.protocol_params
-    assert paths.samples_path("g", "classification", BACKBONE, Shot(5, 3)).read_text() == "sample_id\n"
-    summary = json.loads(paths.metrics_path("g", "classification", BACKBONE).read_text())
-    assert summary["k5"] == {"seeds": 1, "seeds_ok": 0}  # no mean over the survivors of a k
+
+
+def test_fewshot_metrics_never_average_the_survivors_of_a_k(fewshot_project):
+    first, second = stages.probe("g", "classification", BACKBONE, fewshot_project([1], [0, 1]))
+    broken = second.model_copy(update={"status": "failed", "metrics": {}})
+    assert stages.fewshot_metrics([first, broken])["k1"] == {"seeds": 2, "seeds_ok": 1}
 
 
 def test_a_task_without_few_shot_protocol_is_a_configuration_error(fewshot_project):
@@ -287,8 +309,6 @@ def test_verify_reruns_a_fewshot_stage_and_compares_every_record(fewshot_project
 
 
 def test_the_site_draws_the_curve_and_keeps_fewshot_runs_off_the_boards(fewshot_project):
-    from harness.probe_run import run_probe_stage
-
     params = fewshot_project([1, 2, 4], [0, 1])
     records = stages.probe("g", "classification", BACKBONE, params)
     full = run_probe_stage("g", "classification", BACKBONE, params)  # a full-split run beside them

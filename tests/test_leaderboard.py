@@ -228,8 +228,9 @@ def test_failed_runs_table_truncates_and_escapes(corpus):
     page = rendered_pages(corpus)["tasks/depth.md"]
     (line,) = [line for line in page.splitlines() if "WeightsUnavailableError" in line]
     assert "CUDA out of memory \\| tried" in line
-    message = line.split(" | ")[-1].removesuffix(" |")
+    message, retry = line.split(" | ")[-2:]
     assert message.endswith("...") and len(message.replace("\\|", "|")) == 200
+    assert retry == "`visbench-harness task=depth backbone=dinov2_vitb14` |"
 
 
 def test_check_comparable_names_differing_fields(corpus):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import paths, stages
+from harness import paths
+from harness import stage_calls as stages
 from harness.config import canonical_backbone, load_params
 from harness.fewshot import Shot
 from harness.hashing import sha256_file

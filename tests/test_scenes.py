@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.datasets import MANIFEST_NAME, Manifest, prepare_dataset
+from harness.datasets.kinds import prepare_dataset
+from harness.datasets.manifest import MANIFEST_NAME, Manifest
 from harness.datasets.scene_render import Camera, Light, Primitive, Scene, Texture, render_scene
 from harness.datasets.scene_targets import (
     KEYPOINT_KINDS,
@@ -23,7 +24,7 @@ from harness.datasets.scene_targets import (
 from harness.datasets.scenes import TARGET_FILES, prepare_procedural_scenes
 from harness.hashing import sha256_file
 
-SPEC = {"kind": "procedural_scenes", "scenes": {"train": 4, "val": 2}, "seed": 7, "size": 64, "tasks": ["depth"]}
+SPEC = {"kind": "procedural_scenes", "scenes": {"train": 4, "val": 2}, "seed": 7, "size": 64}
 
 FLAT_GREY = Texture("flat", ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)))
 CHECKER = Texture("checker", ((0.1, 0.1, 0.1), (0.9, 0.8, 0.7)), scale=0.4, offset=(0.3, 0.6, 0.1))

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from harness.datasets.distortion_2afc import DISTORTIONS, prepare_distortion_2afc
+from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import prepare_dataset
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, NightsFormatError, prepare_nights
 from harness.extract import load_image
 from harness.hashing import sha256_file

@@ -3,6 +3,7 @@ the per-sample files beside each record."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,17 @@ import yaml
 from PIL import Image
 
 from harness import extract as extract_module
-from harness import paths, stages
+from harness import paths
+from harness import stage_calls as stages
 from harness.config import load_params
-from harness.datasets import Manifest
+from harness.datasets.manifest import Manifest
 from harness.hashing import sha256_file
+from harness.plan import select_runs
 from harness.records import read_records
+from harness.run_report import report_failures
 from harness.samples import read_samples
+from harness.stages.common import StageFailed
+from harness.stages.failures import read_stage_failure
 
 
 def _write_folder(root: Path, per_split: int = 4) -> None:
@@ -41,7 +47,7 @@ def _params(folder: Path, backbones: list[str]) -> dict:
             "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
                           "recall_at": [1, 5]},
         },
-        "grids": {"g": {"backbones": backbones, "datasets": ["tiny"],
+        "grids": {"g": {"backbones": backbones,
                         "tasks": {"classification": "tiny", "retrieval": "tiny"}}},
     }
 
@@ -66,39 +72,82 @@ def project(tmp_path, monkeypatch):
 
 
 def _run_grid(params):
+    """Every stage of grid g, as `dvc repro --keep-going` would: a failed extract skips its probes."""
     stages.prepare("tiny", params)
     for backbone in params.grids["g"].backbones:
-        stages.extract("g", backbone, "tiny", params)
+        try:
+            stages.extract("g", backbone, "tiny", params)
+        except StageFailed:
+            continue
         for task in params.grids["g"].tasks:
-            stages.probe("g", task, backbone, params)
+            with contextlib.suppress(StageFailed):
+                stages.probe("g", task, backbone, params)
     return stages.collect(params)
 
 
-def test_ok_and_failed_runs_land_in_the_corpus(project):
+def test_ok_runs_land_in_the_corpus_and_failures_are_kept_apart(project):
     work, images = project
     (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random", "resnet18"])))
-    records = {r.run_id: r for r in _run_grid(load_params())}
-    assert set(records) == {"g-classification@cifar_resnet20.random", "g-retrieval@cifar_resnet20.random",
-                            "g-classification@resnet18", "g-retrieval@resnet18"}
+    params = load_params()
+    _run_grid(params)
+    # the CLI turns the failed extract (no resnet18 weights offline) into a failed record per run that needed it
+    runs, _ = select_runs(params)
+    failed = report_failures(runs, dvc_failed=True)
+    assert {run.stage for run, _, _ in failed} == {"g-classification@resnet18", "g-retrieval@resnet18"}
+    records = {r.run_id: r for r in stages.collect(params)}
+    assert set(records) == {"g-classification@cifar_resnet20.random", "g-retrieval@cifar_resnet20.random"}
     ok = records["g-classification@cifar_resnet20.random"]
     assert ok.status == "ok" and ok.backbone.control and ok.backbone_name == "cifar_resnet20@random"
     assert 0.0 <= ok.metrics["top1"] <= 1.0 and "train_top1" in ok.metrics
     assert ok.dataset.size == 8 and ok.dataset.split == "val"
-    failed = records["g-retrieval@resnet18"]
-    assert failed.status == "failed" and failed.metrics == {}
-    assert failed.failure.phase == "load_backbone"
-    assert "checkpoint" in failed.failure.message and "SHA-256" in failed.failure.message
+    attempts = {r.run_id: r for r in read_records(paths.FAILED_CORPUS)}
+    assert set(attempts) == {"g-classification@resnet18", "g-retrieval@resnet18"}
+    failed_run = attempts["g-retrieval@resnet18"]
+    assert failed_run.status == "failed" and failed_run.metrics == {}
+    assert failed_run.failure.phase == "load_backbone"
+    assert "checkpoint" in failed_run.failure.message and "SHA-256" in failed_run.failure.message
     assert read_records(paths.CORPUS) == sorted(records.values(), key=lambda r: r.run_id)
     val_paths = [item.path for item in Manifest.load(paths.manifest_path("tiny")).split("val")]
     assert_samples_match(ok, "g", "classification", "cifar_resnet20.random", val_paths, "image", ["top1", "top5"])
     retrieval = records["g-retrieval@cifar_resnet20.random"]
     assert_samples_match(retrieval, "g", "retrieval", "cifar_resnet20.random", val_paths, "query",
                          ["map", "recall@1", "recall@5"])
-    assert failed.samples is None and records["g-classification@resnet18"].samples is None
-    for task in ("classification", "retrieval"):  # the DVC out exists for failed runs: header only
-        assert paths.samples_path("g", task, "resnet18").read_text() == "sample_id\n"
+    for task in ("classification", "retrieval"):  # a run that never succeeded has no outputs at all
+        assert not paths.samples_path("g", task, "resnet18").exists()
+        assert not paths.record_path("g", task, "resnet18").exists()
     written = stages.site()
     assert Path("docs/index.md") in written
+    task_page = Path("docs/tasks/retrieval.md").read_text()
+    assert "g-retrieval@resnet18" in task_page
+    assert "visbench-harness grid=g task=retrieval backbone=resnet18" in task_page
+
+
+def test_a_failed_rerun_keeps_the_ok_record_and_a_later_success_clears_the_failure(project, monkeypatch):
+    from harness import probe_run
+
+    work, images = project
+    params = _extracted_control(work, images)
+    [good] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    record_file = paths.record_path("g", "classification", "cifar_resnet20.random")
+    kept = {p: p.read_bytes() for p in (record_file, paths.samples_path("g", "classification", "cifar_resnet20.random"),
+                                         paths.metrics_path("g", "classification", "cifar_resnet20.random"))}
+
+    def broken(job, params, probe_params, shot=None):
+        record, _ = real(job, params, {**probe_params, "train_split": "nope"}, shot)
+        return record, None
+
+    real = probe_run.run_probe
+    monkeypatch.setattr(stages.probe_stage, "run_probe", broken)
+    with pytest.raises(StageFailed, match=r"g-classification@cifar_resnet20\.random: 1 of 1 run"):
+        stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert {p: p.read_bytes() for p in kept} == kept  # nothing the good run wrote was touched
+    [attempt] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
+    assert attempt.status == "failed" and attempt.failure.phase == "probe"
+    assert [r.run_id for r in stages.collect(params)] == [good.run_id]
+    assert [r.run_id for r in read_records(paths.FAILED_CORPUS)] == [good.run_id]
+    monkeypatch.setattr(stages.probe_stage, "run_probe", real)
+    [again] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert again.metrics == good.metrics and not paths.failure_path(again.run_id).exists()
 
 
 def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
@@ -114,16 +163,18 @@ def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
         assert np.isclose(column.mean(), record.metrics[name], rtol=0, atol=1e-12), name
 
 
-def test_a_corrupt_image_fails_the_run_and_names_the_file(project):
+def test_a_corrupt_image_fails_the_extract_stage_and_names_the_file(project):
     work, images = project
     bad = images / "val" / "class0" / "0.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
     (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
-    record = next(r for r in _run_grid(load_params()) if r.task == "classification")
-    assert record.status == "failed" and record.failure.phase == "extract"
-    assert str(bad) in record.failure.message
-    assert record.samples is None
-    assert paths.samples_path("g", "classification", "cifar_resnet20.random").read_text() == "sample_id\n"
+    params = load_params()
+    stages.prepare("tiny", params)
+    with pytest.raises(StageFailed, match=r"cannot decode"):
+        stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    failure = read_stage_failure("extract-g-tiny@cifar_resnet20.random")
+    assert failure["phase"] == "extract" and str(bad) in failure["message"]
+    assert not paths.samples_path("g", "classification", "cifar_resnet20.random").exists()
 
 
 def test_cached_images_are_never_decoded_again(project, monkeypatch):
@@ -150,7 +201,6 @@ def test_only_pooled_features_are_stored_for_pooled_tasks(project):
 
 
 def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
-    from harness.plan import select_runs
     from harness.records import write_records
     from harness.verify import verify_runs
 
@@ -194,11 +244,13 @@ def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypat
 
     spec = dataclasses.replace(real, run=off_by_a_little)
     monkeypatch.setattr(probe_run, "get_probe", lambda task: spec)
-    [record] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    with pytest.raises(StageFailed):
+        stages.probe("g", "classification", "cifar_resnet20.random", params)
+    [record] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
     assert record.status == "failed" and record.failure.phase == "probe"
     assert "top5" in record.failure.message and "mean of its per-sample column" in record.failure.message
     assert record.samples is None and record.metrics == {}
-    assert paths.samples_path("g", "classification", "cifar_resnet20.random").read_text() == "sample_id\n"
+    assert not paths.samples_path("g", "classification", "cifar_resnet20.random").exists()
 
 
 @pytest.mark.parametrize("change, message", [

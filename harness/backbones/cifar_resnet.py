@@ -129,4 +129,4 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
 
 
 for _depth in _CHECKPOINTS:
-    register_backbone(f"cifar_resnet{_depth}")(lambda request, _d=_depth: _build(_d, request))
+    register_backbone(f"cifar_resnet{_depth}", weights="file")(lambda request, _d=_depth: _build(_d, request))

@@ -93,7 +93,7 @@ class SobelBackbone(Backbone):
         return FeatureMaps(maps=[self.model(images)])
 
 
-@register_backbone("sobel")
+@register_backbone("sobel", weights="none", random_control=False)
 def _build_sobel(request: WeightsRequest) -> Backbone:
     if request.random:
         raise BackboneError(f"{request.name}: sobel has fixed filters and no weights to randomise; use 'sobel'")

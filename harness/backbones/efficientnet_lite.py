@@ -100,4 +100,5 @@ def _build(variant: int, request: WeightsRequest) -> Backbone:
 
 
 for _variant in _VARIANTS:
-    register_backbone(f"efficientnet_lite{_variant}")(lambda request, _v=_variant: _build(_v, request))
+    register_backbone(f"efficientnet_lite{_variant}", weights="package")(
+        lambda request, _v=_variant: _build(_v, request))

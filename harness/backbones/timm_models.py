@@ -99,4 +99,4 @@ def _build(name: str, request: WeightsRequest) -> Backbone:
 
 
 for _name in TIMM_PINS:
-    register_backbone(_name)(lambda request, _n=_name: _build(_n, request))
+    register_backbone(_name, weights="hub")(lambda request, _n=_name: _build(_n, request))

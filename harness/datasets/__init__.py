@@ -1,15 +1,6 @@
-"""Datasets are content manifests; `prepare_dataset` builds one from its `params.yaml` spec."""
+"""Datasets are content manifests (`manifest`); `kinds.prepare_dataset` builds one from its `params.yaml` spec.
 
-from harness.datasets import (  # noqa: F401  (importing registers the kinds of these modules)
-    bsds500,
-    dense_folders,
-    distortion_2afc,
-    homography,
-    scenes,
-    two_afc,
-    voc_detection,
-)
-from harness.datasets.manifest import MANIFEST_NAME, Item, Manifest
-from harness.datasets.sources import DATASET_KINDS, prepare_dataset
-
-__all__ = ["DATASET_KINDS", "MANIFEST_NAME", "Item", "Manifest", "prepare_dataset"]
+This package's `__init__` imports nothing, so a module that only reads manifests (every probe) does not pull
+in the dataset kinds: `harness.datasets.kinds` imports a kind's module on first need, and a DVC prepare stage
+imports just its own kind's module.
+"""

@@ -36,8 +36,9 @@ import numpy as np
 import scipy.io
 
 from harness.datasets.dense_targets import PREPARED, first_n, save_npy
+from harness.datasets.files import write_png
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS, _write_png
 from harness.hashing import sha256_file
 
 BSDS_SPLITS = ("train", "val", "test")
@@ -112,7 +113,7 @@ def prepare_bsds500(
             edges = boundaries.astype(np.float32).mean(axis=0, dtype=np.float32)
             folder = f"{split}/{image_id}"
             foreground = {"path": f"{folder}/foreground.png", "base": PREPARED,
-                          "sha256": _write_png(out_dir / f"{folder}/foreground.png", figure_ground(segmentation))}
+                          "sha256": write_png(out_dir / f"{folder}/foreground.png", figure_ground(segmentation))}
             targets[rel] = {
                 "edge": save_npy(out_dir, f"{folder}/edges.npy", edges),
                 "boundaries": save_npy(out_dir, f"{folder}/boundaries.npy", boundaries),

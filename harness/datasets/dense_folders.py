@@ -50,8 +50,8 @@ import numpy as np
 from PIL import Image
 
 from harness.datasets.dense_targets import ROOT, decode_normals, first_n, read_array, save_npy
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS
 from harness.hashing import sha256_file
 
 VOC_CLASSES = [

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from harness.datasets.files import write_bytes
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.scenes import _write_bytes
 
 PREPARED, ROOT = "prepared", "root"
 
@@ -44,7 +44,7 @@ def save_npy(out_dir: Path, rel: str, array: np.ndarray) -> dict[str, str]:
     """`np.save` into `out_dir / rel` atomically (byte-deterministic); return the target entry."""
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return {"path": rel, "sha256": _write_bytes(Path(out_dir) / rel, buffer.getvalue()), "base": PREPARED}
+    return {"path": rel, "sha256": write_bytes(Path(out_dir) / rel, buffer.getvalue()), "base": PREPARED}
 
 
 def natural_key(name: str) -> tuple:

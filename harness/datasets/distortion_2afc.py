@@ -32,9 +32,10 @@ import numpy as np
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 
+from harness.datasets.files import write_png
 from harness.datasets.homography import load_bundled_photo, square_photo
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS, _write_png
 from harness.datasets.two_afc import DISTORTION_ORDER
 
 # Pixels kept around every crop: room for the largest shift and for blur to read real neighbours
@@ -111,7 +112,7 @@ def prepare_distortion_2afc(
             y, x = (int(v) for v in rng.integers(MARGIN, photo_size - size - MARGIN + 1, size=2))
             folder = f"{stem}/c{crop_index:02d}"
             reference = f"{folder}/ref.png"
-            items.append(Item(reference, _write_png(out_dir / reference, _crop(source, y, x, size)), "test",
+            items.append(Item(reference, write_png(out_dir / reference, _crop(source, y, x, size)), "test",
                               photo_index))
             for kind in distortions:
                 function, levels = DISTORTIONS[kind]
@@ -120,7 +121,7 @@ def prepare_distortion_2afc(
                 for level in (weak, strong):
                     rel = f"{folder}/{kind}{level}.png"
                     image = function(source, y, x, size, levels[level], rng)
-                    items.append(Item(rel, _write_png(out_dir / rel, image), "test", photo_index))
+                    items.append(Item(rel, write_png(out_dir / rel, image), "test", photo_index))
                     paths.append(rel)
                 weak_left = bool(rng.integers(2))
                 left, right = (0, 1) if weak_left else (1, 0)

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from harness.datasets.files import write_png
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS, _write_png
 
 # (loader, name): skimage.data photos ship inside the wheel; sklearn's two sample images too.
 BUNDLED_PHOTOS = [
@@ -88,11 +89,11 @@ def prepare_homography_photos(
         photo = square_photo(load_bundled_photo(ref), size)
         stem = ref.split(":", 1)[1].split(".")[0]
         source_rel = f"{stem}/source.png"
-        items.append(Item(source_rel, _write_png(out_dir / source_rel, photo), "test", photo_index))
+        items.append(Item(source_rel, write_png(out_dir / source_rel, photo), "test", photo_index))
         for warp_index in range(warps_per_photo):
             homography = random_homography(rng, size, max_shift)
             target_rel = f"{stem}/warp{warp_index}.png"
-            items.append(Item(target_rel, _write_png(out_dir / target_rel, warp_photo(photo, homography)), "test",
+            items.append(Item(target_rel, write_png(out_dir / target_rel, warp_photo(photo, homography)), "test",
                               photo_index))
             pairs.append({"source": source_rel, "target": target_rel,
                           "homography": np.round(homography, 12).tolist()})

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.datasets.files import write_bytes, write_png
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.scene_render import (
     TEXTURE_KINDS,
@@ -56,8 +58,6 @@ from harness.datasets.scene_targets import (
     texture_edges,
     visible_keypoints,
 )
-from harness.datasets.sources import DATASET_KINDS, _write_png
-from harness.hashing import sha256_bytes
 
 __all__ = ["KEYPOINT_KINDS", "SEMANTIC_CLASSES", "derive_targets", "prepare_procedural_scenes", "sample_scene"]
 
@@ -185,29 +185,21 @@ TARGET_FILES = {
 def write_scene(folder: Path, rgb: np.ndarray, arrays: dict[str, np.ndarray], annotations: dict[str, Any],
                 root: Path) -> tuple[str, dict[str, dict[str, str]]]:
     """Write one scene's files; return the RGB's SHA-256 and {target: {path, sha256}} (paths under root)."""
-    rgb_sha = _write_png(folder / "rgb.png", rgb)
+    rgb_sha = write_png(folder / "rgb.png", rgb)
     targets = {}
     for name, file_name in TARGET_FILES.items():
         path = folder / file_name
         if file_name.endswith(".png"):
-            sha = _write_png(path, arrays[name])
+            sha = write_png(path, arrays[name])
         else:
             buffer = io.BytesIO()
             np.save(buffer, np.ascontiguousarray(arrays[name]), allow_pickle=False)
-            sha = _write_bytes(path, buffer.getvalue())
+            sha = write_bytes(path, buffer.getvalue())
         targets[name] = {"path": path.relative_to(root).as_posix(), "sha256": sha}
     text = json.dumps(_rounded(annotations), sort_keys=True, indent=1) + "\n"
     path = folder / "annotations.json"
-    targets["annotations"] = {"path": path.relative_to(root).as_posix(), "sha256": _write_bytes(path, text.encode())}
+    targets["annotations"] = {"path": path.relative_to(root).as_posix(), "sha256": write_bytes(path, text.encode())}
     return rgb_sha, targets
-
-
-def _write_bytes(path: Path, data: bytes) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return sha256_bytes(data)
 
 
 def _rounded(value: Any) -> Any:

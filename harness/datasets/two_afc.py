@@ -35,8 +35,8 @@ import math
 from pathlib import Path, PurePosixPath
 
 from harness.datasets.dense_targets import natural_key
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.sources import DATASET_KINDS
 from harness.hashing import sha256_file
 
 NIGHTS, DISTORTION_ORDER = "nights", "distortion-order"

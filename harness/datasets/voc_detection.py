@@ -33,9 +33,9 @@ from typing import Any
 from PIL import Image
 
 from harness.datasets.dense_targets import PREPARED, first_n
+from harness.datasets.files import write_bytes
+from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.datasets.scenes import _write_bytes
-from harness.datasets.sources import DATASET_KINDS
 from harness.hashing import sha256_file
 
 VOC_DETECTION_CLASSES = [
@@ -87,7 +87,7 @@ def parse_annotation(path: Path, width: int, height: int) -> dict[str, Any]:
 def save_json(out_dir: Path, rel: str, payload: dict[str, Any]) -> dict[str, str]:
     """Write `payload` as sorted, indented JSON into `out_dir / rel` atomically; return the target entry."""
     text = json.dumps(payload, sort_keys=True, indent=1) + "\n"
-    return {"path": rel, "sha256": _write_bytes(Path(out_dir) / rel, text.encode()), "base": PREPARED}
+    return {"path": rel, "sha256": write_bytes(Path(out_dir) / rel, text.encode()), "base": PREPARED}
 
 
 @DATASET_KINDS.register("voc2012_detection")

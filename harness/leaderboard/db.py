@@ -93,8 +93,12 @@ CREATE TABLE backbones (
 LEVEL_ORDER = "CASE level WHEN 'high' THEN 0 WHEN 'mid' THEN 1 WHEN 'low' THEN 2 END"
 
 
-def connect_corpus(records: list[Record]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the corpus loaded; a run_id that appears twice is refused."""
+def connect_corpus(records: list[Record], attempts: list[Record] = ()) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the corpus loaded; a run_id that appears twice is refused.
+
+    `attempts` are failed attempts kept apart from the corpus (leaderboard/failures.jsonl): they go to their
+    own table, counted and listed as failures, never on a board, and may share a run id with an ok record.
+    """
     ordered = sorted(records, key=lambda r: r.run_id)
     duplicates = sorted({a.run_id for a, b in itertools.pairwise(ordered) if a.run_id == b.run_id})
     if duplicates:
@@ -103,6 +107,10 @@ def connect_corpus(records: list[Record]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute(_SCHEMA)
     _insert(con, "records", [_record_row(r) for r in ordered])
+    con.execute("CREATE TABLE attempts AS SELECT * FROM records LIMIT 0")
+    _insert(con, "attempts", [_record_row(r) for r in sorted(attempts, key=lambda r: r.run_id)])
+    con.execute("CREATE VIEW runs_and_attempts AS "
+                "SELECT *, true AS in_corpus FROM records UNION ALL SELECT *, false AS in_corpus FROM attempts")
     metric_rows = [
         (r.run_id, name, value, r.higher_is_better.get(name), r.tolerances.get(name))
         for r in ordered
@@ -322,8 +330,8 @@ def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return fetch(con, f"""
         SELECT run_id, backbone_name, task, level, dataset_name, split,
-               failure_phase, failure_type, failure_message
-        FROM records WHERE status = 'failed'
+               failure_phase, failure_type, failure_message, k_shot, seed, in_corpus
+        FROM runs_and_attempts WHERE status = 'failed'
         ORDER BY {LEVEL_ORDER}, task, backbone_name, run_id
     """)
 
@@ -338,7 +346,7 @@ def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                count(*) FILTER (WHERE status = 'failed') AS failed_runs,
                count(*) FILTER (WHERE status = 'ok' AND k_shot IS NOT NULL) AS fewshot_runs,
                count(DISTINCT curve_key) FILTER (WHERE status = 'ok') AS curves
-        FROM records
+        FROM runs_and_attempts
         GROUP BY level, task
         ORDER BY {LEVEL_ORDER}, task
     """)
@@ -353,7 +361,7 @@ def backbone_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                count(DISTINCT task) AS tasks,
                count(*) FILTER (WHERE status = 'ok') AS ok_runs,
                count(*) FILTER (WHERE status = 'failed') AS failed_runs
-        FROM records
+        FROM runs_and_attempts
         GROUP BY backbone_name
         ORDER BY backbone_name
     """)
@@ -391,7 +399,7 @@ def level_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                count(DISTINCT comparability_key) FILTER (WHERE status = 'ok' AND k_shot IS NULL) AS boards,
                count(*) FILTER (WHERE status = 'ok') AS ok_runs,
                count(*) FILTER (WHERE status = 'failed') AS failed_runs
-        FROM records
+        FROM runs_and_attempts
         GROUP BY level
         ORDER BY {LEVEL_ORDER}
     """)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from harness.atomic import write_text_atomic
 from harness.leaderboard import db, db_fewshot
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import GENERATED_HEADER, page_stem
@@ -24,7 +25,7 @@ from harness.leaderboard.render_boards import render_level_page, render_task_pag
 from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
 from harness.leaderboard.render_provenance import render_run_page
-from harness.records import Record, write_text_atomic
+from harness.records import Record
 
 __all__ = ["GENERATED_DIRS", "GENERATED_FILES", "GENERATED_HEADER", "HandWrittenPageError", "is_generated",
            "render_site", "rendered_pages"]
@@ -40,12 +41,13 @@ class HandWrittenPageError(RuntimeError):
 # -- the site ----------------------------------------------------------------------------------------
 
 
-def rendered_pages(records: list[Record], root: Path = Path(".")) -> dict[str, str]:
+def rendered_pages(records: list[Record], root: Path = Path("."), failures: list[Record] = ()) -> dict[str, str]:
     """Every generated file, as {path relative to docs/: content}, sorted by path.
 
-    `root` is where the records' per-sample paths are relative to (the project root).
+    `root` is where the records' per-sample paths are relative to (the project root); `failures` are the
+    failed attempts kept apart from the corpus, listed on their task pages.
     """
-    con = db.connect_corpus(records)
+    con = db.connect_corpus(records, failures)
     try:
         return _pages(con, records, Path(root))
     finally:
@@ -104,14 +106,15 @@ def is_generated(path: Path) -> bool:
         return False
 
 
-def render_site(records: list[Record], docs_dir: Path, root: Path = Path(".")) -> list[Path]:
+def render_site(records: list[Record], docs_dir: Path, root: Path = Path("."), failures: list[Record] = ()
+                ) -> list[Path]:
     """Write the generated files under `docs_dir`, remove stale generated ones; return written paths.
 
     Hand-written files (those without GENERATED_HEADER) are never deleted or overwritten. `root` is
     where the records' per-sample score files are found (their paths are relative to it).
     """
     docs_dir = Path(docs_dir)
-    pages = rendered_pages(records, root)
+    pages = rendered_pages(records, root, failures)
     targets = {docs_dir / relative: text for relative, text in pages.items()}
     clashes = sorted(str(p) for p in targets if p.exists() and not is_generated(p))
     if clashes:

@@ -26,6 +26,7 @@ from harness.leaderboard.markdown import (
 )
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
+from harness.paths import stage_of_run, stage_parts
 
 
 def level_link(level: str, prefix: str) -> str:
@@ -127,6 +128,16 @@ def _directions(metrics: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
+def retry_command(failure: dict[str, Any]) -> str:
+    """The CLI command that re-runs the stage behind a failed record (its grid, when the run id names one)."""
+    try:
+        grid, _, _ = stage_parts(stage_of_run(failure["run_id"], failure["k_shot"], failure["seed"]))
+        where = f"grid={grid} "
+    except ValueError:
+        where = ""
+    return f"visbench-harness {where}task={failure['task']} backbone={failure['backbone_name']}"
+
+
 def render_task_page(
     task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis,
     curves: list[dict[str, Any]], curve_labels: dict[str, str],
@@ -153,10 +164,14 @@ def render_task_page(
     lines += render_curves(curves, curve_labels)
     lines += ["## Failed runs", ""]
     if failed:
+        lines += ["The latest failed attempt of each run; an earlier ok record of the same run, if any, is still the "
+                  "one on the boards. Re-running the command retries it.", ""]
         lines += table(
-            ["Run", "Backbone", "Dataset", "Phase", "Error type", "Message"],
-            [[run_link(f["run_id"], "../"), backbone_link(f["backbone_name"], "../"), dataset_text(f),
-              cell(f["failure_phase"]), cell(f["failure_type"]), cell(truncate(f["failure_message"]))]
+            ["Run", "Backbone", "Dataset", "Phase", "Error type", "Message", "Retry"],
+            [[run_link(f["run_id"], "../") if f["in_corpus"] else cell(f["run_id"]),
+              backbone_link(f["backbone_name"], "../"), dataset_text(f),
+              cell(f["failure_phase"]), cell(f["failure_type"]), cell(truncate(f["failure_message"])),
+              f"`{retry_command(f)}`"]
              for f in failed],
         )
     else:

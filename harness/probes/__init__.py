@@ -1,14 +1,9 @@
-"""Probes: importing this package registers every built-in task."""
+"""Probes: the registry (`PROBES`, `get_probe`) and the contract every probe follows (`base`).
 
-from harness.probes import (  # noqa: F401  (importing registers each task)
-    boundary,
-    classification,
-    correspondence,
-    dense,
-    detection,
-    retrieval,
-    similarity,
-)
-from harness.probes.base import PROBES, ProbeInputs, ProbeResult, ProbeSpec, get_probe
+Importing this package registers nothing: `get_probe(name)` and `PROBES.names()` import the probe modules of
+this package on first need. A DVC probe stage imports just the module of its own task.
+"""
 
-__all__ = ["PROBES", "ProbeInputs", "ProbeResult", "ProbeSpec", "get_probe"]
+from harness.probes.base import PROBES, ProbeInputs, ProbeResult, ProbeSpec, get_probe, validate_probe_params
+
+__all__ = ["PROBES", "ProbeInputs", "ProbeResult", "ProbeSpec", "get_probe", "validate_probe_params"]

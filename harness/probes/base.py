@@ -7,11 +7,13 @@ never sees a backbone: only arrays read from the cache.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.datasets.manifest import Item, Manifest
 from harness.registry import Registry
@@ -31,6 +33,19 @@ class ProbeResult:
     unit: str  # what one sample is: "image", "query", "point"
 
 
+class ProbeParams(BaseModel):
+    """A probe's block in params.yaml. Every probe declares its own subclass: unknown keys are refused (a
+    typo like `lrr` must not split a board), types are checked, and the validated block is what the probe
+    and its record see."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PooledParams(ProbeParams):
+    pooling: str = "default"  # the backbone's default pooling, or one it lists (cls, avg, mean, proj)
+    layers: list[int] | None = None  # None: the last layer
+
+
 @dataclass(frozen=True)
 class ProbeSpec:
     name: str
@@ -39,6 +54,7 @@ class ProbeSpec:
     feature_mode: Literal["pooled", "dense"]
     headline: str
     run: Callable[[ProbeInputs], ProbeResult]
+    params: type[ProbeParams]  # the schema of probes.<name> in params.yaml
     lower_is_better: frozenset[str] = frozenset()
     # |difference| `verify` accepts on every metric: the same CPU build reproduces a run exactly.
     tolerance: float = 0.0
@@ -63,16 +79,40 @@ class ProbeSpec:
         return dict.fromkeys(metrics, self.tolerance)
 
 
-PROBES: Registry[ProbeSpec] = Registry("task")
+PROBES: Registry[ProbeSpec] = Registry("task", packages=("harness.probes",))
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
-    PROBES.register(spec.name)(lambda: spec)
+    # the module that defines the spec (our caller) is what the task's DVC stages depend on
+    caller = sys._getframe(1).f_globals.get("__name__")
+    PROBES.register(spec.name, module=caller)(lambda: spec)
     return spec
 
 
 def get_probe(name: str) -> ProbeSpec:
     return PROBES.get(name)()
+
+
+def validate_probe_params(task: str, block: Any) -> dict[str, Any]:
+    """probes.<task> checked against the task's schema: exactly the keys given (validated), so a record's
+    protocol_params are what params.yaml says; one-line errors that name the valid keys."""
+    model = get_probe(task).params
+    if not isinstance(block, dict):
+        raise ValueError(f"probes.{task} must be a mapping of its parameters; valid keys: "
+                         f"{', '.join(model.model_fields)}")
+    try:
+        return model.model_validate(block).model_dump(exclude_unset=True)
+    except ValidationError as error:
+        problems = []
+        for e in error.errors():
+            where = ".".join(str(p) for p in e["loc"])
+            if e["type"] == "extra_forbidden":
+                problems.append(f"unknown key {where!r}")
+            elif e["type"] == "missing":
+                problems.append(f"missing key {where!r}")
+            else:
+                problems.append(f"{where}: {e['msg']}")
+        raise ValueError(f"probes.{task}: {'; '.join(problems)}; valid keys: {', '.join(model.model_fields)}") from None
 
 
 @dataclass

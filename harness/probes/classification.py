@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 from sklearn.metrics import f1_score
 
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, floored_std, register_probe
+from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, floored_std, register_probe
 
 
 def train_linear_probe(
@@ -66,6 +67,15 @@ def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
     return float(topk_correct(logits, labels, k).mean())
 
 
+class ClassificationParams(PooledParams):
+    train_split: str = Field(min_length=1)
+    eval_split: str = Field(min_length=1)
+    epochs: PositiveInt
+    lr: PositiveFloat
+    weight_decay: NonNegativeFloat
+    batch_size: PositiveInt
+
+
 def run_classification(inputs: ProbeInputs) -> ProbeResult:
     p = inputs.params
     train = inputs.manifest.split(p["train_split"])
@@ -100,5 +110,6 @@ CLASSIFICATION = register_probe(ProbeSpec(
     feature_mode="pooled",
     headline="top1",
     run=run_classification,
+    params=ClassificationParams,
     fewshot_unit="images_per_class",
 ))

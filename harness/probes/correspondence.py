@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.datasets.homography import apply_homography
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
 
 
 def evaluation_points(size: int, per_side: int, margin: float, homography: np.ndarray) -> np.ndarray:
@@ -55,6 +56,13 @@ def match_pair(source: np.ndarray, target: np.ndarray, points: np.ndarray, geome
     best = np.argmax(queries @ cells.T, axis=1)
     centres = geometry.grid_centres_in_image(target.shape[-2:], size, size).reshape(-1, 2)
     return centres[best], centres
+
+
+class CorrespondenceParams(ProbeParams):
+    layers: list[int] | None = None
+    thresholds_px: list[PositiveFloat] = Field(min_length=1)
+    points_per_side: PositiveInt
+    margin: float = Field(ge=0.0, lt=0.5)  # evaluation points keep this fraction of the image from its border
 
 
 def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
@@ -91,5 +99,6 @@ CORRESPONDENCE = register_probe(ProbeSpec(
     feature_mode="dense",
     headline="pck@16",
     run=run_correspondence,
+    params=CorrespondenceParams,
     lower_is_better=frozenset({"mean_error_px"}),
 ))

@@ -14,8 +14,9 @@ Per-sample scores (unit "query", id = the query item's path): `map` (that query'
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -49,6 +50,12 @@ def retrieval_metrics(
     return {name: float(column.mean()) for name, column in columns.items()}
 
 
+class RetrievalParams(PooledParams):
+    query_split: str = Field(min_length=1)
+    gallery_split: str = Field(min_length=1)
+    recall_at: list[PositiveInt] = Field(min_length=1)
+
+
 def run_retrieval(inputs: ProbeInputs) -> ProbeResult:
     p = inputs.params
     queries = inputs.manifest.split(p["query_split"])
@@ -68,4 +75,5 @@ RETRIEVAL = register_probe(ProbeSpec(
     feature_mode="pooled",
     headline="map",
     run=run_retrieval,
+    params=RetrievalParams,
 ))

@@ -25,10 +25,11 @@ The protocol is named by the dataset (`protocol_for`), so NIGHTS and the synthet
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
 from harness.datasets.manifest import Manifest
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
 PROTOCOLS = {NIGHTS: "nights-2afc/v1", DISTORTION_ORDER: "distortion-order-2afc/v1"}
 
@@ -63,6 +64,11 @@ def select_triplets(triplets: list[dict], min_votes: int | None, human_votes: bo
     enough = [t for t in triplets if not human_votes or min_votes is None or t["votes"] >= min_votes]
     scored = [t for t in enough if t["left_vote"] != t["right_vote"]]
     return scored, len(triplets) - len(enough), len(enough) - len(scored)
+
+
+class SimilarityParams(PooledParams):
+    eval_split: str = Field(min_length=1)
+    min_votes: PositiveInt | None  # DreamSim keeps triplets with votes >= 6 (human votes only); null: keep all
 
 
 def run_similarity(inputs: ProbeInputs) -> ProbeResult:
@@ -123,6 +129,7 @@ SIMILARITY = register_probe(ProbeSpec(
     feature_mode="pooled",
     headline="accuracy",
     run=run_similarity,
+    params=SimilarityParams,
     lower_is_better=frozenset({"human_ties", "model_ties", "below_min_votes"}),
     protocol_for=similarity_protocol,
 ))

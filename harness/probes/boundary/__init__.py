@@ -4,5 +4,3 @@ human annotator with the BSDS benchmark's matching and its ODS / OIS / AP.
 Modules: `nms` (SE/HED non-maximum suppression), `matching` (per-image counts per threshold), `metrics`
 (`collect_eval_bdry.m`'s summaries) and `probe` (training, prediction and registration).
 """
-
-from harness.probes.boundary import probe  # noqa: F401  (registers edge_bsds)

@@ -21,11 +21,12 @@ with 99 thresholds on one idle core; see docs/protocols.md).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.datasets.manifest import Item, Manifest
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
@@ -33,22 +34,18 @@ from harness.probes.boundary.matching import boundary_counts, bsds_thresholds
 from harness.probes.boundary.metrics import summarise
 from harness.probes.boundary.nms import edge_nms
 from harness.probes.dense.heads import build_head
+from harness.probes.dense.params import HeadTrainingParams, Split
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.targets import encode_edge_magnitude, load_target
 from harness.probes.dense.train import predict_logits, train_head
 
-PARAMS = ("head", "target_size", "epochs", "lr", "weight_decay", "batch_size", "train_splits", "eval_split",
-          "thresholds", "max_dist", "layer_channels")
-OPTIONAL = frozenset({"layer_channels"})
 
-
-def _check_params(p: dict[str, Any]) -> None:
-    unknown = sorted(set(p) - set(PARAMS))
-    missing = sorted(set(PARAMS) - set(p) - OPTIONAL)
-    if unknown or missing:
-        raise ValueError(f"edge_bsds params: unknown {unknown}, missing {missing}; valid: {', '.join(PARAMS)}")
-    if isinstance(p["train_splits"], str) or not p["train_splits"]:
-        raise ValueError(f"edge_bsds train_splits must be a non-empty list; got {p['train_splits']!r}")
+class BoundaryParams(HeadTrainingParams):
+    head: Literal["linear", "dpt"]
+    train_splits: list[Split] = Field(min_length=1)  # BSDS trains on train + val
+    target_size: PositiveInt
+    thresholds: PositiveInt  # BSDS's default: 99, i.e. linspace(0.01, 0.99, 99)
+    max_dist: PositiveFloat  # match tolerance, × the image diagonal
 
 
 def _bce_on_soft_target(logits: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -84,7 +81,6 @@ def _image_counts(manifest: Manifest, item: Item, logits: torch.Tensor, threshol
 
 def run_boundary(inputs: ProbeInputs) -> ProbeResult:
     p: dict[str, Any] = inputs.params
-    _check_params(p)
     manifest, size = inputs.manifest, int(p["target_size"])
     layer_channels = p.get("layer_channels")
     thresholds = bsds_thresholds(int(p["thresholds"]))
@@ -119,4 +115,4 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
 
 EDGE_BSDS_PROBE = register_probe(ProbeSpec(
     name="edge_bsds", level="low", protocol="bsds500-boundary/v1", feature_mode="dense", headline="ods_f",
-    run=run_boundary, lower_is_better=frozenset({"train_loss"}), fit="squash"))
+    run=run_boundary, params=BoundaryParams, lower_is_better=frozenset({"train_loss"}), fit="squash"))

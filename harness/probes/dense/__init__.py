@@ -1,5 +1,3 @@
 """Dense probes (depth, normals, segmentation, edges, keypoints): one training base split into small
 modules: `targets` (reading and encoding), `heads`, `streaming`, `train`, `metrics`, and `probes`
 (the task definitions and their registration)."""
-
-from harness.probes.dense import probes  # noqa: F401  (registers the dense tasks)

@@ -37,6 +37,7 @@ from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_pr
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head
+from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.train import predict_logits, train_head
 
@@ -248,8 +249,8 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
 def _spec(name, level, protocol, headline, task, lower=()) -> ProbeSpec:
     return register_probe(ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
-        run=partial(run_dense, task), lower_is_better=frozenset({"train_loss", *lower}), fit="squash",
-        fewshot_unit="images"))
+        run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
+        fit="squash", fewshot_unit="images"))
 
 
 DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))

@@ -20,8 +20,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StrictBool
+
 from harness.datasets.manifest import Item
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.dense.params import HeadTrainingParams, Split
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.train import predict_logits, train_head
 from harness.probes.detection.annotations import detection_classes, ground_truth_reader
@@ -30,6 +33,18 @@ from harness.probes.detection.fcos import FCOSHead, assign, decode, fcos_loss
 from harness.probes.detection.voc_ap import voc_metrics
 
 PROTOCOL = "fcos-single-scale/v1"
+
+
+class DetectionParams(HeadTrainingParams):
+    train_split: Split
+    tower: NonNegativeInt  # 3×3 conv layers before the 1×1 read-out (0 = strictly linear)
+    width: PositiveInt
+    centerness: StrictBool
+    radius: PositiveFloat  # centre-sampling radius, in feature cells
+    score_threshold: float = Field(ge=0.0, le=1.0)
+    pre_nms_top_k: PositiveInt
+    nms_iou: float = Field(gt=0.0, le=1.0)
+    max_detections: PositiveInt
 
 
 def run_detection(inputs: ProbeInputs) -> ProbeResult:
@@ -73,4 +88,4 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
 
 DETECTION_PROBE = register_probe(ProbeSpec(
     name="detection", level="high", protocol=PROTOCOL, feature_mode="dense", headline="voc_map50",
-    run=run_detection, lower_is_better=frozenset({"train_loss"}), fit="squash"))
+    run=run_detection, params=DetectionParams, lower_is_better=frozenset({"train_loss"}), fit="squash"))

@@ -1,0 +1,54 @@
+"""Running DVC from the CLI: one `dvc repro` for every selected stage, with progress and an ETA read from
+DVC's own output, and `--keep-going` so one failed stage never stops the others."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+import time
+
+log = logging.getLogger("visbench")
+_RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
+_SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
+
+
+def dvc_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "dvc", *args]
+
+
+def run_dvc(args: list[str]) -> int:
+    log.info("$ dvc %s", " ".join(args))
+    return subprocess.run(dvc_command(args), check=False).returncode
+
+
+def repro_with_progress(targets: list[str]) -> int:
+    """`dvc repro --keep-going TARGETS` (DVC adds their upstream stages), echoing DVC's output and a
+    `[done/total]` line with elapsed time and ETA whenever a stage starts."""
+    args = ["repro", "--keep-going", *targets]
+    log.info("$ dvc %s", " ".join([*args[:2], f"<{len(targets)} stages>"]))
+    started = time.monotonic()
+    seen: set[str] = set()
+    ran = 0
+    total = len(targets)
+    with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stdout.write(line)
+            running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
+            match = running or skipped
+            if match is None or match["stage"] in seen:
+                continue
+            seen.add(match["stage"])
+            total = max(total, len(seen))
+            if running:
+                ran += 1
+                elapsed = time.monotonic() - started
+                rate = elapsed / ran
+                log.info("[%d/%d] %s (elapsed %.0fs, ETA %.0fs for the rest if all run)", len(seen), total,
+                         match["stage"], elapsed, rate * (total - len(seen) + 1))
+        code = process.wait()
+    log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(seen), ran, time.monotonic() - started)
+    return code

@@ -1,0 +1,70 @@
+"""Probe-parameter overrides (`probes.classification.lr=0.01` on the command line) run as DVC experiments.
+
+An override is a question about a different protocol, so its numbers never enter the committed corpus: the
+selected stages run with `dvc exp run --temp -S …` in a temporary copy of the workspace (the committed
+records, dvc.lock and site are untouched), the experiment is kept as a git ref, and `dvc exp show` /
+`dvc exp diff` compare it with the committed numbers. To adopt the change, edit params.yaml and run the
+grid; the records then carry the new protocol_params (and land on their own board).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import yaml
+
+from harness.config import ConfigError, Params
+from harness.plan import Run
+
+log = logging.getLogger("visbench")
+
+
+def validated_overrides(params: Params, runs: list[Run], overrides: dict[str, Any]) -> list[str]:
+    """`-S` arguments (`probes.T.P=V`), each checked against the probe's schema with the value applied."""
+    from harness.probes import validate_probe_params
+
+    selected_tasks = {run.task for run in runs}
+    settings = []
+    for dotted, value in sorted(overrides.items()):
+        task, _, key = dotted.partition(".")
+        if task not in params.probes:
+            raise ConfigError(f"probes.{dotted}: no probes.{task} block in params.yaml")
+        if task not in selected_tasks:
+            raise ConfigError(f"probes.{dotted}: no selected run is a {task} run; add task={task}")
+        if key not in params.probes[task]:
+            valid = ", ".join(params.probes[task])
+            raise ConfigError(f"probes.{dotted}: probes.{task} has no key {key!r}; valid keys: {valid}")
+        try:
+            validate_probe_params(task, {**params.probes[task], key: value})
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        spelled = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        settings.append(f"probes.{dotted}={spelled}")
+    return settings
+
+
+def experiment_name(settings: list[str]) -> str:
+    return "override-" + hashlib.sha256("\n".join(settings).encode()).hexdigest()[:10]
+
+
+def run_experiment(params: Params, runs: list[Run], overrides: dict[str, Any], dry_run: bool = False) -> int:
+    from harness.dvc_runner import run_dvc
+
+    settings = validated_overrides(params, runs, overrides)
+    name = experiment_name(settings)
+    stages = list(dict.fromkeys(run.stage for run in runs))
+    log.info("override %s: a DVC experiment %r over %d stages; the committed corpus is not touched",
+             ", ".join(settings), name, len(stages))
+    if dry_run:
+        return 0
+    args = ["exp", "run", "--temp", "--name", name, "--force"]
+    for setting in settings:
+        args += ["-S", setting]
+    code = run_dvc([*args, *stages])
+    if code:
+        log.error("experiment %s failed (see DVC's output above); nothing committed changed", name)
+        return 1
+    log.info("compare it: dvc exp diff HEAD %s ; dvc exp show ; drop it: dvc exp remove %s", name, name)
+    return run_dvc(["exp", "diff", "HEAD", name])

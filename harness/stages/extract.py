@@ -1,0 +1,86 @@
+"""`python -m harness.stages.extract GRID BACKBONE DATASET --code FAMILY_MODULE --reads TASK=MODE/FIT,…`:
+one forward pass per image of the dataset into the feature cache, for every way `--reads` tasks read it.
+
+What each task reads (its `layers`, and `pooling` for pooled tasks) comes from params.yaml, declared as this
+stage's params; the backbone comes from the one module `--code` names, so the stage depends on that family's
+code and no other. A failure (weights missing or refused, an undecodable image) writes the failed attempt
+under failures/ and exits 1; DVC then leaves the stage unlocked and the next run retries it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from harness import paths
+from harness.config import Params, canonical_backbone, load_params
+from harness.registry import load_code
+from harness.stages import common
+from harness.stages.failures import clear_failure, record_stage_failure
+
+log = logging.getLogger("visbench")
+
+
+def feature_requests(params: Params, reads: list[str]) -> list:
+    """What the reading tasks need from the features: (mode, pooling, layers, fit) each, deduplicated."""
+    from harness.extract import FeatureRequest
+    from harness.feature_reads import FeatureRead
+
+    requests = set()
+    for read in map(FeatureRead.parse, reads):
+        block = params.probes.get(read.task)
+        if block is None:
+            raise common.StageFailed(f"params.yaml has no probes.{read.task}")
+        layers = tuple(block["layers"]) if block.get("layers") else None
+        pooling = block.get("pooling", "default") if read.mode == "pooled" else "default"
+        requests.add(FeatureRequest(read.mode, pooling, layers, read.fit))
+    return sorted(requests, key=lambda r: (r.mode, r.pooling, r.layers or (), r.fit))
+
+
+def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str | None = None,
+        reads: list[str] = ()) -> dict:
+    from harness.datasets.manifest import Manifest
+    from harness.extract import extract_dataset
+    from harness.feature_cache import write_extraction
+
+    stage = paths.extract_stage_name(grid, backbone_name, dataset)
+    out_dir = paths.features_dir(grid, backbone_name, dataset)
+    name = canonical_backbone(backbone_name)
+    phase = "load_backbone"
+    try:
+        requests = feature_requests(params, list(reads))
+        if code:
+            load_code(code)
+        from harness.backbones import create_backbone
+
+        arch = name.removesuffix("@random")
+        backbone = create_backbone(
+            name, checkpoint=None if name.endswith("@random") else params.checkpoints.get(arch),
+            precision=params.settings.precision, seed=params.settings.seed,
+        )
+        phase = "extract"
+        manifest = Manifest.load(paths.manifest_path(dataset))
+        description = extract_dataset(backbone, manifest, requests, out_dir, params.settings.batch_size)
+    except Exception as error:
+        log.error("%s × %s failed in %s: %s", name, dataset, phase, error)
+        record_stage_failure(stage, phase, error)
+        raise common.StageFailed(f"{stage}: {phase}: {type(error).__name__}: {error}") from error
+    write_extraction(out_dir, description)
+    clear_failure(stage)
+    return description
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.stages.extract", description=__doc__)
+    parser.add_argument("grid")
+    parser.add_argument("backbone")
+    parser.add_argument("dataset")
+    parser.add_argument("--code", help="the module that registers the backbone (its family or a plugin)")
+    parser.add_argument("--reads", type=common.csv_list, default=[], help="TASK=pooled|dense/crop|squash,…")
+    return common.stage_main(
+        "extract", parser, lambda a: run(a.grid, a.backbone, a.dataset, load_params(), a.code, a.reads), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`python -m harness.stages.probe GRID TASK BACKBONE --code PROBE_MODULE --dataset D --features GRID`:
+run one probe stage on cached features and write its record(s), per-sample scores and DVC metrics file.
+
+A grid with a `fewshot` spec runs every (k, seed) into the stage's folder (`paths.fewshot_dir`). The stage's
+outputs are written only when every run in it succeeded: otherwise its failed records go to
+failures/<stage>.jsonl, whatever ok record the stage had stays untouched, and the process exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+from harness import paths
+from harness.atomic import write_text_atomic
+from harness.config import ConfigError, Params, load_params
+from harness.fewshot import stage_shots
+from harness.paths import failure_path
+from harness.probe_run import ProbeJob, run_probe
+from harness.records import Record, dump_record
+from harness.registry import load_code
+from harness.stages import common
+from harness.stages.failures import clear_failure
+
+if TYPE_CHECKING:
+    from harness.fewshot import Shot
+
+log = logging.getLogger("visbench")
+
+
+def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
+    """Every run of the stage; outputs written only if all succeeded (else `StageFailed` after recording them)."""
+    from harness.probes import validate_probe_params
+
+    if code:
+        load_code(code)
+    if job.task not in params.probes:
+        raise ConfigError(f"params.yaml has no probes.{job.task}")
+    try:
+        probe_params = validate_probe_params(job.task, params.probes[job.task])
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    shots = stage_shots(params, job.grid)
+    results = []
+    for shot in shots:
+        # A task that trains nothing has no few-shot protocol: run_probe raises ConfigError at once.
+        record, samples_text = run_probe(job, params, probe_params, shot)
+        log.info("%s: %s %s", record.run_id, record.status,
+                 f"{record.headline_metric}={record.headline:.4f}" if record.status == "ok" else record.failure)
+        results.append((shot, record, samples_text))
+    records = [record for _, record, _ in results]
+    failed = [r for r in records if r.status == "failed"]
+    if failed:
+        text = "".join(dump_record(r) + "\n" for r in failed)
+        write_text_atomic(failure_path(job.stage), text)
+        first = failed[0].failure
+        message = first.message.splitlines()[0] if first.message else ""
+        raise common.StageFailed(f"{job.stage}: {len(failed)} of {len(records)} run(s) failed; first: "
+                                 f"{first.phase}: {first.error_type}: {message}")
+    for shot, record, samples_text in results:
+        write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
+        write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
+    if shots == [None]:
+        metrics: dict[str, Any] = dict(records[0].metrics)
+    else:
+        _remove_stale_runs(job, shots)
+        metrics = fewshot_metrics(records)
+    write_text_atomic(paths.metrics_path(job.grid, job.task, job.backbone),
+                      json.dumps(metrics, indent=1, sort_keys=True))
+    clear_failure(job.stage)
+    return records
+
+
+def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:
+    """Leave the stage's folder holding exactly this run's files, as DVC expects of an out (a k or seed
+    dropped from params.yaml must not linger; the outs are `persist`, so DVC does not clear them)."""
+    wanted = {paths.record_path(job.grid, job.task, job.backbone, s) for s in shots}
+    wanted |= {paths.samples_path(job.grid, job.task, job.backbone, s) for s in shots}
+    for path in sorted(paths.fewshot_dir(job.grid, job.task, job.backbone).iterdir()):
+        if path not in wanted and path.is_file() and path.name.endswith((".json", ".samples.csv")):
+            path.unlink()
+
+
+def fewshot_metrics(records: list[Record]) -> dict[str, dict[str, float | int]]:
+    """The few-shot stage's DVC metrics: per k ("k4"), how many seeds ran and succeeded and, only when all
+    of them succeeded, every metric's mean over the seeds (never a mean over the survivors)."""
+    by_k: dict[int, list[Record]] = {}
+    for record in records:
+        by_k.setdefault(record.k_shot, []).append(record)
+    summary = {}
+    for k, group in sorted(by_k.items()):
+        ok = [r for r in group if r.status == "ok"]
+        entry: dict[str, float | int] = {"seeds": len(group), "seeds_ok": len(ok)}
+        if len(ok) == len(group):
+            for name in sorted(set.intersection(*(set(r.metrics) for r in ok))):
+                entry[name] = math.fsum(r.metrics[name] for r in ok) / len(ok)
+        summary[f"k{k}"] = entry
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.stages.probe", description=__doc__)
+    parser.add_argument("grid")
+    parser.add_argument("task")
+    parser.add_argument("backbone")
+    parser.add_argument("--code", help="the module that registers the task's probe")
+    parser.add_argument("--dataset", required=True, help="the dataset the task reads")
+    parser.add_argument("--features", required=True, help="the grid whose extract stage made the features")
+
+    def body(a: argparse.Namespace) -> None:
+        run(ProbeJob(a.grid, a.task, a.backbone, a.dataset, a.features), load_params(), a.code)
+
+    return common.stage_main("probe", parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
