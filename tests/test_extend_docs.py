@@ -1,0 +1,105 @@
+"""docs/extend.md, followed literally on a temporary clone: the plugin file and the params.yaml additions it
+shows, an image folder, and the command it gives. The plugin's backbone lands as a control, and the plugin is
+a DVC dependency of exactly the stages that use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_stages import _write_folder
+
+REPO = Path(__file__).resolve().parents[1]
+FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
+pytestmark = pytest.mark.dvc
+
+
+def documented_blocks() -> dict[str, str]:
+    """{title: content} of the titled code blocks of docs/extend.md."""
+    return {m["title"]: m["body"] for m in FENCE.finditer((REPO / "docs" / "extend.md").read_text())}
+
+
+def _merge(base: dict, additions: dict) -> dict:
+    merged = dict(base)
+    for key, value in additions.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        elif isinstance(value, list) and isinstance(merged.get(key), list):
+            merged[key] = [*merged[key], *value]
+        else:
+            merged[key] = value
+    return merged
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory):
+    """A clone where the page's steps were done and its command ran; (clone, completed process)."""
+    clone = tmp_path_factory.mktemp("extend") / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True, timeout=120)
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    blocks = documented_blocks()
+    plugin = clone / "plugins" / "tiny_net.py"
+    plugin.parent.mkdir()
+    plugin.write_text(blocks["plugins/tiny_net.py"])
+    _write_folder(clone / "my_images")
+    params_file = clone / "params.yaml"
+    params = _merge(yaml.safe_load(params_file.read_text()), yaml.safe_load(blocks["params.yaml (additions)"]))
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    command = blocks["run"].strip().split()
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
+    return clone, done
+
+
+def test_the_documented_command_runs_the_plugin_backbone_as_a_control(followed):
+    clone, done = followed
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    corpus = {json.loads(line)["run_id"]: json.loads(line)
+              for line in (clone / "leaderboard" / "corpus.jsonl").read_text().splitlines()}
+    for task in ("classification", "retrieval"):
+        control = corpus[f"mine-{task}@tiny_net.random"]
+        assert control["status"] == "ok" and control["backbone"]["control"] is True
+        assert control["backbone_name"] == "tiny_net@random" and control["backbone"]["weights"]["kind"] == "random"
+        assert corpus[f"mine-{task}@efficientnet_lite0"]["backbone"]["control"] is False
+
+
+def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
+    clone, done = followed
+    assert done.returncode == 0
+    stages = yaml.safe_load((clone / "dvc.yaml").read_text())["stages"]
+    users = [name for name, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
+    assert users == ["extract-mine-my_images"]
+    group = stages["extract-mine-my_images"]
+    assert group["foreach"]["tiny_net.random"] == {"code": "plugins/tiny_net.py"}
+    assert group["foreach"]["efficientnet_lite0"] == {"code": "harness/backbones/efficientnet_lite.py"}
+    before = changed_deps(clone)
+    plugin = clone / "plugins" / "tiny_net.py"
+    plugin.write_text(plugin.read_text() + "\n# an edit\n")
+    assert changed_deps(clone) - before == {"extract-mine-my_images@tiny_net.random"}
+
+
+def changed_deps(clone: Path) -> set[str]:
+    """Stages whose dependencies `dvc status` says changed (a fresh clone's missing outputs are not that)."""
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=clone, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    assert status.returncode == 0, status.stderr
+    return {stage for stage, entries in json.loads(status.stdout).items()
+            if any("changed deps" in entry for entry in entries if isinstance(entry, dict))}
+
+
+def test_a_plugin_backbone_without_weights_is_refused_as_pretrained(followed):
+    clone, _ = followed
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["grids"]["mine"]["backbones"] = ["tiny_net"]
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "grid=mine", "dry_run=true"], cwd=clone,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "tiny_net has no weights" in done.stderr and "tiny_net@random" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
