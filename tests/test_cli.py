@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
+from PIL import Image
 
 from harness import cli
 from harness.config import ConfigError, canonical_backbone, load_params, parse_overrides, stage_spelling
@@ -249,3 +251,74 @@ def test_select_on_repository_params_accepts_the_canonical_control():
     runs, _ = select_runs(load_params(REPO / "params.yaml"), grid="default", backbone="resnet18@random")
     assert runs and {r.backbone for r in runs} == {"resnet18.random"}
     assert {r.task for r in runs} == set(load_params(REPO / "params.yaml").grids["default"].tasks)
+
+
+# -- strict input: every bad input is a one-line error naming the fix, before any work --------------------
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["task="], "task= is empty"),
+    (["dry_run=maybe"], "dry_run=maybe: expected true or false"),
+    (["dry_run=ture"], "expected true or false"),
+    (["build_site=yes"], "expected true or false"),
+    (["task=retrieval", "task=classification"], "given twice"),
+    (["task=retrieval", "probes.retrieval.recal_at=[1]"], "no key 'recal_at'; valid keys: pooling, layers"),
+    (["task=retrieval", "probes.retrieval.recall_at="], "probes.retrieval.recall_at= is empty"),
+    (["task=retrieval", "probes.retrieval=1"], "a probe override is probes.TASK.PARAM=VALUE"),
+    (["task=retrieval", "probes.retrieval.recall_at=[0]"], "recall_at"),
+    (["task=retrieval", "probes.classification.lr=0.01"], "no selected run is a classification run"),
+    (["backbone=resnet18"], "add resnet18 to grids.<grid>.backbones"),
+    (["grid=default", "backbone=cifar_resnet20"], "add cifar_resnet20 to grids.<grid>.backbones"),
+])
+def test_bad_overrides_are_one_line_errors(capsys, argv, says):
+    code, out, err = _main(capsys, *argv)
+    assert code == 2, out + err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def _write_params(tmp_path, edit) -> Path:
+    data = yaml.safe_load((REPO / "params.yaml").read_text())
+    edit(data)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda d: d["probes"]["classification"].update(lrr=0.01), "probes.classification: unknown key 'lrr'"),
+    (lambda d: d["probes"]["classification"].update(lr="fast"), "probes.classification: lr"),
+    (lambda d: d["probes"]["classification"].pop("epochs"), "missing key 'epochs'"),
+    (lambda d: d["probes"].update(classfication={}), "Did you mean 'classification'"),
+    (lambda d: d["datasets"]["cifar10"].update(rot="x"), "unknown key 'rot' (valid keys for kind image_folder"),
+    (lambda d: d["datasets"]["cifar10"].update(root=""), "datasets.cifar10.root is empty"),
+    (lambda d: d["datasets"]["scenes"].update(kind="scene"), "unknown dataset kind 'scene'"),
+    (lambda d: d["grids"]["default"]["tasks"].update(classification="fmnist"), "unknown dataset 'fmnist'"),
+    (lambda d: d["grids"]["default"].update(backbones=["sobel.random"]), "sobel has no weights to randomise"),
+    (lambda d: d["grids"]["default"].update(backbones=[]), "grids.default.backbones"),
+    (lambda d: d["settings"].update(precision="fp16"), "settings.precision"),
+    (lambda d: d.update(plugins=["plugins/nope.py"]), "plugin plugins/nope.py: no such Python file"),
+    (lambda d: d["checkpoints"].update(sobel="x.pt"), "sobel has fixed filters and takes no checkpoint"),
+])
+def test_every_params_block_is_checked(tmp_path, edit, says):
+    from harness.checks import check_params
+
+    with pytest.raises(ConfigError) as error:
+        check_params(load_params(_write_params(tmp_path, edit)))
+    assert says in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+
+def test_an_image_folder_in_the_other_layout_is_refused_at_prepare(tmp_path):
+    """per_class on a split/class folder used to prepare 0 items and fail later at the probe."""
+    from harness.datasets.kinds import DatasetError, prepare_dataset
+
+    for split in ("train", "val"):
+        folder = tmp_path / "images" / split / "cat"
+        folder.mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(folder / "a.png")
+    spec = {"kind": "image_folder", "root": str(tmp_path / "images"), "per_class": {"train": 1, "val": 1}}
+    with pytest.raises(DatasetError, match=r"no images found in .*drop per_class.*layouts understood"):
+        prepare_dataset("mine", spec, tmp_path / "out")
+    spec = {"kind": "image_folder", "root": str(tmp_path / "images")}
+    assert len(prepare_dataset("mine", spec, tmp_path / "out").items) == 2
+    with pytest.raises(DatasetError, match=r"no items in split.*test"):
+        prepare_dataset("mine", spec, tmp_path / "out2", required_splits=("train", "test"))

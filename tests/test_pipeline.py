@@ -1,9 +1,12 @@
-"""dvc.yaml, params.yaml, dvc.lock and the committed corpus agree with each other."""
+"""dvc.yaml, params.yaml, dvc.lock and the committed corpus agree with each other, and DVC re-runs exactly the
+stages an edit touches."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +15,13 @@ import pytest
 import yaml
 
 from harness import paths
-from harness import stage_calls as stages
+from harness.checks import missing_requirements
 from harness.config import canonical_backbone, load_params
-from harness.fewshot import Shot
+from harness.fewshot import Shot, stage_run_ids, stage_shots
 from harness.hashing import sha256_file
-from harness.plan import select_runs
 from harness.records import read_records
 from harness.samples import read_samples
+from harness.stage_calls import fewshot_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,10 +36,14 @@ def lock():
     return yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
 
 
+@pytest.fixture(autouse=True)
+def _at_root(repo_root):
+    """Grid requirements are paths relative to the project root (../shared): resolve them there."""
+
+
 def _grids_run_here(params) -> dict:
     """Grids whose data this checkout has: the declared voc2012/nyuv2/taskonomy/nights grids never ran."""
-    return {name: grid for name, grid in params.grids.items()
-            if all((ROOT / required).exists() for required in grid.requires)}
+    return {name: grid for name, grid in params.grids.items() if not missing_requirements(params, name)}
 
 
 def _locate(record):
@@ -45,21 +52,27 @@ def _locate(record):
     return grid, task, backbone, None if record.k_shot is None else Shot(record.k_shot, record.seed)
 
 
+def test_committed_dvc_yaml_is_a_fresh_generation(params):
+    from harness.pipeline import render
+
+    assert (ROOT / "dvc.yaml").read_text() == render(params), "dvc.yaml is stale: run `visbench-harness pipeline`"
+
+
 def test_every_grid_run_has_a_locked_stage_and_a_record(params, lock):
     corpus = {r.run_id: r for r in read_records(ROOT / paths.CORPUS)}
-    for grid_name, grid in _grids_run_here(params).items():
+    grids = _grids_run_here(params)
+    assert grids, "no grid's data is here: scripts/setup installs the embedded default's"
+    for grid_name, grid in grids.items():
         for task in grid.tasks:
             for backbone in grid.backbones:
                 stage = paths.stage_name(grid_name, task, backbone)
                 assert stage in lock, f"{stage} has never run: dvc.lock lacks it"
-                for run_id in stages.stage_run_ids(params, grid_name, task, backbone):
+                for run_id in stage_run_ids(params, grid_name, task, backbone):
                     assert run_id in corpus, f"{run_id} has no record in the corpus"
                     assert corpus[run_id].backbone_name == canonical_backbone(backbone)
 
 
 def test_locked_record_hashes_match_committed_files(lock):
-    import hashlib
-
     checked = 0
     for name, stage in lock.items():
         for out in stage.get("outs", []):
@@ -71,15 +84,20 @@ def test_locked_record_hashes_match_committed_files(lock):
     assert checked > 0
 
 
-def test_corpus_is_exactly_the_collected_results(params):
+def test_corpus_is_exactly_the_collected_ok_records(params):
     collected = []
-    for grid_name, grid in _grids_run_here(params).items():
+    for grid_name, grid in params.grids.items():
         for task in grid.tasks:
             for backbone in grid.backbones:
-                for shot in stages.stage_shots(params, grid_name):
-                    collected += read_records(ROOT / paths.record_path(grid_name, task, backbone, shot))
+                for shot in stage_shots(params, grid_name):
+                    path = ROOT / paths.record_path(grid_name, task, backbone, shot)
+                    if path.is_file():
+                        collected += [r for r in read_records(path) if r.status == "ok"]
     corpus = read_records(ROOT / paths.CORPUS)
     assert sorted(r.run_id for r in collected) == [r.run_id for r in corpus]
+    assert all(r.status == "ok" for r in corpus)
+    attempts = read_records(ROOT / paths.FAILED_CORPUS)
+    assert all(r.status == "failed" for r in attempts)
 
 
 def test_metrics_files_match_records(params):
@@ -93,22 +111,17 @@ def test_metrics_files_match_records(params):
         assert metrics == record.metrics
     for (grid, task, backbone), records in fewshot.items():
         metrics = json.loads((ROOT / paths.metrics_path(grid, task, backbone)).read_text())
-        assert metrics == stages.fewshot_metrics(records)
+        assert metrics == fewshot_metrics(records)
 
 
 def test_ok_records_have_their_per_sample_files():
     """Every ok record points at a committed samples file with its SHA-256, whose columns average to the
-    record's metrics; a failed run's file is header-only."""
+    record's metrics."""
     for record in read_records(ROOT / paths.CORPUS):
         grid, task, backbone, shot = _locate(record)
-        path = paths.samples_path(grid, task, backbone, shot)
-        if record.status != "ok":
-            assert record.samples is None, record.run_id
-            assert (ROOT / path).read_text() == "sample_id\n", record.run_id
-            continue
         info = record.samples
         assert info is not None, f"{record.run_id} has no per-sample scores: regenerate the corpus"
-        assert info.path == path.as_posix(), record.run_id
+        assert info.path == paths.samples_path(grid, task, backbone, shot).as_posix(), record.run_id
         assert (ROOT / info.path).is_file(), f"{info.path} is not committed"
         assert sha256_file(ROOT / info.path) == info.sha256, f"{info.path} does not match {record.run_id}"
         ids, columns = read_samples(info, ROOT)
@@ -126,58 +139,110 @@ def test_controls_are_marked_and_pretrained_are_not():
             assert (record.backbone.weights["kind"] in ("random", "fixed-filter")) == record.backbone.control
 
 
-def test_dvc_sees_nothing_to_reproduce(repo_root):
-    """A no-op `dvc repro`: code, params and committed outputs all match dvc.lock.
+# -- what DVC says ------------------------------------------------------------------------------------------
 
-    --allow-missing skips stages whose only change is data absent from this checkout (DVC-cached
-    features on a fresh clone, or ../shared where it is not mounted).
-    """
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    # Grids declared for data this project does not have (voc2012, nyuv2, taskonomy) have never run, so
-    # they are not in dvc.lock: ask about every stage of the grids whose data is here, as the CLI runs them.
-    runs, _ = select_runs(load_params())
-    running = []
-    for targets in ([run.stage for run in runs], ["--single-item", "collect", "site"]):
-        result = subprocess.run(
-            [sys.executable, "-m", "dvc", "repro", "--dry", "--allow-missing", *targets],
-            cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
-        )
-        assert result.returncode == 0, result.stderr
-        running += [line for line in result.stdout.splitlines() if line.startswith("Running stage")]
-    assert not running, "stages out of date with dvc.lock:\n" + "\n".join(running)
+ABSENT = {"deleted", "not in cache"}  # a fresh clone lacks DVC-cached data (features, prepared datasets)
 
 
-def test_changing_one_probe_parameter_reruns_only_that_task(tmp_path):
-    """Edit probes.retrieval in a clone: DVC would re-run the retrieval stages and nothing else."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
-    params_file = clone / "params.yaml"
-    params_yaml = yaml.safe_load(params_file.read_text())
-    params_yaml["probes"]["retrieval"]["recall_at"] = [1, 10]
-    params_file.write_text(yaml.safe_dump(params_yaml, sort_keys=False))
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "dvc", "status", "--json"], cwd=clone, capture_output=True, text=True, timeout=300,
-        env=env,
-    )
+def _real_changes(entry) -> bool:
+    if isinstance(entry, dict):
+        return any(_real_changes(v) for v in entry.values())
+    if isinstance(entry, list):
+        return any(_real_changes(v) for v in entry)
+    return entry not in ABSENT
+
+
+def dvc_status(workspace: Path, *targets: str) -> dict:
+    result = subprocess.run([sys.executable, "-m", "harness.dvc_fast", "status", "--json", *targets], cwd=workspace,
+                            capture_output=True, text=True, timeout=600, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert result.returncode == 0, result.stderr
-    # A fresh clone lacks DVC-cached data (features, prepared datasets): those show as deleted/not in
-    # cache. Any other change is a real reason to re-run.
-    absent = {"deleted", "not in cache"}
+    return json.loads(result.stdout or "{}")
 
-    def real_changes(entry) -> bool:
-        if isinstance(entry, dict):
-            return any(real_changes(v) for v in entry.values())
-        if isinstance(entry, list):
-            return any(real_changes(v) for v in entry)
-        return entry not in absent
 
-    # Stages that never ran (the declared grids whose data is not here) are not in dvc.lock: `dvc status`
-    # lists them as changed on any checkout, so only locked stages can tell what the edit re-runs.
-    locked = set(yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"])
-    changed = sorted(stage for stage, entries in json.loads(result.stdout).items()
-                     if stage in locked and real_changes(entries))
-    assert changed == sorted(s for s in changed if "-retrieval@" in s) and changed, changed
-    assert len(changed) == sum(1 for line in (ROOT / "dvc.lock").read_text().splitlines()
-                               if line.startswith("  ") and "-retrieval@" in line and line.endswith(":")
-                               and not line.startswith("   "))
+@pytest.mark.dvc
+def test_dvc_sees_nothing_to_reproduce(params, lock):
+    """No-op: code, params and committed outputs all match dvc.lock for every stage of the grids whose data is
+    here, their upstream stages, collect and site (absent DVC-cached data on a fresh clone aside)."""
+    grids = _grids_run_here(params)
+    targets = [name for name in lock if name in ("collect", "site") or _grid_of(name) in grids]
+    status = dvc_status(ROOT, *targets)
+    changed = sorted(stage for stage, entries in status.items() if _real_changes(entries))
+    assert not changed, "stages out of date with dvc.lock:\n" + "\n".join(changed)
+
+
+def _grid_of(stage: str) -> str | None:
+    if stage.startswith("prepare-"):
+        return None
+    if stage.startswith("extract-"):
+        return stage.removeprefix("extract-").split("-", 1)[0]
+    return stage.split("-", 1)[0] if "@" in stage else None
+
+
+# Each edit, and the stages DVC must flag for it (among the locked ones) — nothing more, nothing less.
+def _is_probe(stage: str) -> bool:
+    return "@" in stage and not stage.startswith(("extract-", "prepare-"))
+
+
+EDITS = {
+    "probes.retrieval.recall_at": (("params", "probes", "retrieval", "recall_at", [1, 10]),
+                                   lambda s: _is_probe(s) and "-retrieval@" in s),
+    "probes.depth.layers": (("params", "probes", "depth", "layers", [-2]),
+                            lambda s: (_is_probe(s) and "-depth@" in s) or s.startswith("extract-scenes-scenes@")),
+    "a backbone family module": (("code", "harness/backbones/cifar_resnet.py"),
+                                 lambda s: s.startswith("extract-") and "@cifar_resnet" in s),
+    "a dataset kind's module": (("code", "harness/datasets/distortion_2afc.py"),
+                                lambda s: s == "prepare-distortion_2afc"),
+    "harness/records.py": (("code", "harness/records.py"), lambda s: _is_probe(s) or s in ("collect", "site")),
+    "a leaderboard renderer": (("code", "harness/leaderboard/render_boards.py"), lambda s: s == "site"),
+}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    workspace = tmp_path_factory.mktemp("deps") / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(workspace)], check=True, timeout=120)
+    return workspace
+
+
+def _flagged(workspace: Path) -> set[str]:
+    return {stage for stage, entries in dvc_status(workspace).items() if _real_changes(entries)}
+
+
+@pytest.mark.dvc
+@pytest.mark.parametrize("what", list(EDITS))
+def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, lock, what):
+    """In a clone, make one edit and compare what `dvc status` flags with what reads the edited thing."""
+    edit, reads = EDITS[what]
+    before = _flagged(clone)
+    if edit[0] == "params":
+        params_file = clone / "params.yaml"
+        original = params_file.read_text()
+        data = yaml.safe_load(original)
+        *keys, value = edit[1:]
+        node = data
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+        params_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    else:
+        code_file = clone / edit[1]
+        original = code_file.read_text()
+        code_file.write_text(original + "\n# an edit\n")
+    try:
+        flagged = _flagged(clone) - before
+    finally:
+        (clone / "params.yaml" if edit[0] == "params" else clone / edit[1]).write_text(original)
+    expected = {stage for stage in lock if reads(stage)}
+    assert expected, f"no locked stage reads {what}"
+    assert flagged == expected, f"{what}: flagged {sorted(flagged - expected)} too many, " \
+                                f"{sorted(expected - flagged)} missing"
+
+
+def test_stage_names_keep_the_run_ids_users_know(params):
+    """Probe stages are `GRID-TASK@BACKBONE` (each record's run id); controls spelled NAME.random."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for grid, spec in params.grids.items():
+        for task in spec.tasks:
+            group = stages[f"{grid}-{task}"]
+            assert group["foreach"] == spec.backbones
+    assert all(re.fullmatch(r"[a-z0-9_-]+", name) for name in stages)

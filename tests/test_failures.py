@@ -1,0 +1,50 @@
+"""A failure never destroys good data and never reports success: on a clone, a corrupt checkpoint fails its
+stage, the CLI exits 1 with a table of failures, the committed record, corpus and run page stay as they were,
+the failed attempt is kept apart and shown with its retry command, and the same command retries it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = "default-classification@efficientnet_lite0"
+pytestmark = pytest.mark.dvc
+
+
+def _cli(clone: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=clone, capture_output=True, text=True,
+                          timeout=900, env=env)
+
+
+def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True, timeout=120)
+    (clone / "corrupt.pth").write_bytes(os.urandom(4096))
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["checkpoints"]["efficientnet_lite0"] = "corrupt.pth"
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    kept = ["results/default/classification", "leaderboard/corpus.jsonl", "docs/runs"]
+
+    first = _cli(clone, "task=classification", "backbone=efficientnet_lite0", "build_site=false")
+    assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "FAILED: 1 of 1 selected runs" in first.stdout and RUN in first.stdout
+    assert "SHA-256" in first.stdout and "retry" in first.stdout
+    assert subprocess.run(["git", "diff", "--quiet", "--", *kept], cwd=clone).returncode == 0, "good data changed"
+    [attempt] = [json.loads(line) for line in (clone / "leaderboard" / "failures.jsonl").read_text().splitlines()]
+    assert attempt["run_id"] == RUN and attempt["status"] == "failed"
+    assert attempt["failure"]["phase"] == "load_backbone" and "refusing to run on different weights" in \
+        attempt["failure"]["message"]
+    task_page = (clone / "docs" / "tasks" / "classification.md").read_text()
+    assert "visbench-harness grid=default task=classification backbone=efficientnet_lite0" in task_page
+
+    again = _cli(clone, "task=classification", "backbone=efficientnet_lite0", "build_site=false")
+    assert again.returncode == 1  # DVC did not lock the failure: the same command retried it
+    assert "Running stage 'extract-default-fashion_mnist@efficientnet_lite0'" in again.stdout
