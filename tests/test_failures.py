@@ -33,7 +33,7 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
     (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     kept = ["results/default/classification", "leaderboard/corpus.jsonl", "docs/runs"]
 
-    first = _cli(clone, "task=classification", "backbone=efficientnet_lite0", "build_site=false")
+    first = _cli(clone, "grid=default", "task=classification", "backbone=efficientnet_lite0", "build_site=false")
     assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
     assert "FAILED: 1 of 1 selected runs" in first.stdout and RUN in first.stdout
     assert "SHA-256" in first.stdout and "retry" in first.stdout
@@ -45,6 +45,6 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
     task_page = (clone / "docs" / "tasks" / "classification.md").read_text()
     assert "visbench-harness grid=default task=classification backbone=efficientnet_lite0" in task_page
 
-    again = _cli(clone, "task=classification", "backbone=efficientnet_lite0", "build_site=false")
+    again = _cli(clone, "grid=default", "task=classification", "backbone=efficientnet_lite0", "build_site=false")
     assert again.returncode == 1  # DVC did not lock the failure: the same command retried it
     assert "Running stage 'extract-default-fashion_mnist@efficientnet_lite0'" in again.stdout
