@@ -66,7 +66,7 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 
 def run_grid(overrides: dict) -> int:
-    from harness.run_report import report_failures, stages_for
+    from harness.run_report import find_failures, print_failures, stages_for
 
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
@@ -83,6 +83,7 @@ def run_grid(overrides: dict) -> int:
     from harness.dvc_runner import repro_with_progress
 
     code = repro_with_progress(targets)
+    failed = find_failures(runs, dvc_failed=code != 0)  # before collect, so the site shows them
     log.info("phase: collect + site")
     # --single-item: collect what exists now without pulling in the runs this invocation did not select
     harness_errors = []
@@ -90,7 +91,7 @@ def run_grid(overrides: dict) -> int:
         harness_errors.append("collect/site")
     if overrides.get("build_site", True) and not harness_errors and build_html():
         harness_errors.append("mkdocs build")
-    failed = report_failures(runs, dvc_failed=code != 0)
+    print_failures(failed, len(runs))
     if harness_errors:
         log.error("finished with harness errors in: %s", ", ".join(harness_errors))
     if failed or harness_errors:
@@ -102,7 +103,8 @@ def run_grid(overrides: dict) -> int:
 def build_html() -> int:
     log.info("$ mkdocs build --strict -d site")
     mkdocs = shutil.which("mkdocs") or "mkdocs"
-    return subprocess.run([mkdocs, "build", "--strict", "--quiet", "-d", "site"], check=False).returncode
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's end-of-life banner, on every build
+    return subprocess.run([mkdocs, "build", "--strict", "--quiet", "-d", "site"], check=False, env=env).returncode
 
 
 def list_everything() -> int:

@@ -61,8 +61,9 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
     write_text_atomic(paths.failure_path(run.stage), "".join(dump_record(r) + "\n" for r in records))
 
 
-def report_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str]]:
-    """(run, phase, message) of every selected run that failed in this invocation, printed as a table."""
+def find_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str]]:
+    """(run, phase, message) of every selected run that failed; a run whose upstream stage failed gets its
+    failed record here (failures/<stage>.jsonl), so collect and the site show it."""
     failed = []
     for run in runs:
         own = paths.failure_path(run.stage)
@@ -76,13 +77,24 @@ def report_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, s
     if dvc_failed and not failed:
         failed = [(run, "dvc", "DVC could not run this stage (see its output above)") for run in runs
                   if not _locked_and_fresh(run)]
-    if failed:
-        log.error("FAILED: %d of %d selected runs (their earlier ok records, if any, are kept)", len(failed), len(runs))
-        width = max(len(run.stage) for run, _, _ in failed)
-        for run, phase, message in failed:
-            first = message.splitlines()[0] if message else ""
-            log.error("  %-*s  %-13s  %s", width, run.stage, phase, first[:160])
-        log.error("retry exactly these with the same command, or one at a time, e.g.: %s", retry_command(failed[0][0]))
+    return failed
+
+
+def print_failures(failed: list[tuple[Run, str, str]], selected: int) -> None:
+    """The table that ends a run with failures."""
+    if not failed:
+        return
+    log.error("FAILED: %d of %d selected runs (their earlier ok records, if any, are kept)", len(failed), selected)
+    width = max(len(run.stage) for run, _, _ in failed)
+    for run, phase, message in failed:
+        first = message.splitlines()[0] if message else ""
+        log.error("  %-*s  %-13s  %s", width, run.stage, phase, first[:160])
+    log.error("retry exactly these with the same command, or one at a time, e.g.: %s", retry_command(failed[0][0]))
+
+
+def report_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str]]:
+    failed = find_failures(runs, dvc_failed)
+    print_failures(failed, len(runs))
     return failed
 
 
