@@ -241,6 +241,7 @@ def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
         runs = [by_id[f"g-classification@{BACKBONE}.k{k}.s{s}"] for s in (0, 1)]
         assert summary[f"k{k}"]["seeds"] == summary[f"k{k}"]["seeds_ok"] == 2
         assert summary[f"k{k}"]["top1"] == pytest.approx(np.mean([r.metrics["top1"] for r in runs]), abs=1e-15)
+        assert set(summary[f"k{k}"]) == {"seeds", "seeds_ok", "top1"}  # the headline only: one readable column
 
     assert {r.run_id for r in stages.collect(params)} == set(by_id)
 

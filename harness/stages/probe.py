@@ -65,7 +65,9 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
         write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
     if shots == [None]:
-        metrics: dict[str, Any] = dict(records[0].metrics)
+        # the headline only: `dvc metrics show` / `dvc metrics diff` read as one leaderboard number per run
+        # (every metric is in the record beside it)
+        metrics: dict[str, Any] = {records[0].headline_metric: records[0].headline}
     else:
         _remove_stale_runs(job, shots)
         metrics = fewshot_metrics(records)
@@ -87,7 +89,7 @@ def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:
 
 def fewshot_metrics(records: list[Record]) -> dict[str, dict[str, float | int]]:
     """The few-shot stage's DVC metrics: per k ("k4"), how many seeds ran and succeeded and, only when all
-    of them succeeded, every metric's mean over the seeds (never a mean over the survivors)."""
+    of them succeeded, the headline's mean over the seeds (never a mean over the survivors)."""
     by_k: dict[int, list[Record]] = {}
     for record in records:
         by_k.setdefault(record.k_shot, []).append(record)
@@ -96,8 +98,8 @@ def fewshot_metrics(records: list[Record]) -> dict[str, dict[str, float | int]]:
         ok = [r for r in group if r.status == "ok"]
         entry: dict[str, float | int] = {"seeds": len(group), "seeds_ok": len(ok)}
         if len(ok) == len(group):
-            for name in sorted(set.intersection(*(set(r.metrics) for r in ok))):
-                entry[name] = math.fsum(r.metrics[name] for r in ok) / len(ok)
+            name = ok[0].headline_metric
+            entry[name] = math.fsum(r.metrics[name] for r in ok) / len(ok)
         summary[f"k{k}"] = entry
     return summary
 
