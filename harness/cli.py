@@ -82,13 +82,17 @@ def run_grid(overrides: dict) -> int:
         return _dvc("status", *targets)
     from harness.dvc_runner import repro_with_progress
 
-    code = repro_with_progress(targets)
-    failed = find_failures(runs, dvc_failed=code != 0)  # before collect, so the site shows them
-    log.info("phase: collect + site")
-    # --single-item: collect what exists now without pulling in the runs this invocation did not select
+    # One DVC call for everything: the selected runs' stages in dependency order, then collect and site
+    # (--single-item: collect must not pull in the runs this invocation did not select).
+    code = repro_with_progress([*targets, "collect", "site"])
+    failed, upstream_failed = find_failures(runs, dvc_failed=code != 0)
     harness_errors = []
-    if _dvc("repro", "--single-item", "collect", "site"):
-        harness_errors.append("collect/site")
+    if upstream_failed:
+        # runs whose upstream stage failed got their failed records just now: collect them for the site
+        if _dvc("repro", "--single-item", "collect", "site"):
+            harness_errors.append("collect/site")
+    elif code and not failed:
+        harness_errors.append("dvc repro")
     if overrides.get("build_site", True) and not harness_errors and build_html():
         harness_errors.append("mkdocs build")
     print_failures(failed, len(runs))
@@ -100,11 +104,32 @@ def run_grid(overrides: dict) -> int:
     return 0
 
 
+SITE_STAMP = Path("site/.visbench-source")  # what the built site was built from
+
+
+def _site_source_key() -> str:
+    import hashlib
+
+    digest = hashlib.sha256(Path("mkdocs.yml").read_bytes())
+    for path in sorted(Path("docs").rglob("*")):
+        if path.is_file():
+            digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build_html() -> int:
+    """`mkdocs build --strict` into site/, unless site/ was already built from exactly this docs/ tree."""
+    key = _site_source_key()
+    if SITE_STAMP.is_file() and SITE_STAMP.read_text() == key:
+        log.info("site/ is up to date with docs/")
+        return 0
     log.info("$ mkdocs build --strict -d site")
     mkdocs = shutil.which("mkdocs") or "mkdocs"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's end-of-life banner, on every build
-    return subprocess.run([mkdocs, "build", "--strict", "--quiet", "-d", "site"], check=False, env=env).returncode
+    code = subprocess.run([mkdocs, "build", "--strict", "--quiet", "-d", "site"], check=False, env=env).returncode
+    if code == 0:
+        SITE_STAMP.write_text(key)
+    return code
 
 
 def list_everything() -> int:

@@ -25,10 +25,10 @@ def run_dvc(args: list[str]) -> int:
 
 
 def repro_with_progress(targets: list[str]) -> int:
-    """`dvc repro --keep-going TARGETS` (DVC adds their upstream stages), echoing DVC's output and a
-    `[done/total]` line with elapsed time and ETA whenever a stage starts."""
-    args = ["repro", "--keep-going", *targets]
-    log.info("$ dvc %s", " ".join([*args[:2], f"<{len(targets)} stages>"]))
+    """`dvc repro --single-item --keep-going TARGETS` (the targets already hold every upstream stage, in
+    order), echoing DVC's output and a `[done/total]` line with elapsed time and ETA whenever a stage runs."""
+    args = ["repro", "--single-item", "--keep-going", *targets]
+    log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
     started = time.monotonic()
     seen: set[str] = set()
     ran = 0
@@ -48,7 +48,7 @@ def repro_with_progress(targets: list[str]) -> int:
                 ran += 1
                 elapsed = time.monotonic() - started
                 rate = elapsed / ran
-                log.info("[%d/%d] %s (elapsed %.0fs, ETA %.0fs for the rest if all run)", len(seen), total,
+                log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(seen), total,
                          match["stage"], elapsed, rate * (total - len(seen) + 1))
         code = process.wait()
     log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(seen), ran, time.monotonic() - started)

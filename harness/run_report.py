@@ -22,7 +22,11 @@ log = logging.getLogger("visbench")
 
 
 def stages_for(runs: list[Run]) -> list[str]:
-    return list(dict.fromkeys(run.stage for run in runs))
+    """Every stage the runs need, in an order DVC can run one by one (`--single-item`): the datasets'
+    prepare stages, the features' extract stages, then the probe stages."""
+    prepare = [run.prepare_stage for run in runs]
+    extract = [run.extract_stage for run in runs]
+    return list(dict.fromkeys([*prepare, *extract, *(run.stage for run in runs)]))
 
 
 def retry_command(run: Run) -> str:
@@ -61,15 +65,17 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
     write_text_atomic(paths.failure_path(run.stage), "".join(dump_record(r) + "\n" for r in records))
 
 
-def find_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str]]:
-    """(run, phase, message) of every selected run that failed; a run whose upstream stage failed gets its
-    failed record here (failures/<stage>.jsonl), so collect and the site show it."""
-    failed = []
+def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, str, str]], bool]:
+    """(run, phase, message) of every selected run that failed, and whether any of them never started
+    because an upstream stage failed: those get their failed records here (failures/<stage>.jsonl), and
+    collect must run again so the site shows them."""
+    failed, upstream_failed = [], False
     for run in runs:
         own = paths.failure_path(run.stage)
         upstream = _upstream_failure(run)
         if upstream is not None:
             record_upstream_failure(run, upstream)
+            upstream_failed = True
             failed.append((run, upstream["phase"], f"{upstream['error_type']}: {upstream['message']}"))
         elif own.is_file():
             record = read_records(own)[0]
@@ -77,7 +83,7 @@ def find_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str
     if dvc_failed and not failed:
         failed = [(run, "dvc", "DVC could not run this stage (see its output above)") for run in runs
                   if not _locked_and_fresh(run)]
-    return failed
+    return failed, upstream_failed
 
 
 def print_failures(failed: list[tuple[Run, str, str]], selected: int) -> None:
@@ -93,7 +99,7 @@ def print_failures(failed: list[tuple[Run, str, str]], selected: int) -> None:
 
 
 def report_failures(runs: list[Run], dvc_failed: bool) -> list[tuple[Run, str, str]]:
-    failed = find_failures(runs, dvc_failed)
+    failed, _ = find_failures(runs, dvc_failed)
     print_failures(failed, len(runs))
     return failed
 
