@@ -38,7 +38,16 @@ def patch_param_reads() -> None:
     param.load_path = load_path
 
 
+def pin_site_cache_dir() -> None:
+    """.dvc/config says `site_cache_dir = .dvc/site_cache`, relative to the working directory; DVC's temporary
+    experiment workspaces (`dvc exp run --temp`, how probe overrides run) change directory and then fail on
+    "unable to open database file". The same folder, given as an absolute path, works everywhere."""
+    if not os.environ.get("DVC_SITE_CACHE_DIR") and os.path.isdir(".dvc"):
+        os.environ["DVC_SITE_CACHE_DIR"] = os.path.abspath(os.path.join(".dvc", "site_cache"))
+
+
 def main(argv: list[str] | None = None) -> int:
+    pin_site_cache_dir()
     patch_param_reads()
     from dvc.cli import main as dvc_main
 

@@ -103,3 +103,25 @@ def test_a_plugin_backbone_without_weights_is_refused_as_pretrained(followed):
     assert done.returncode == 2
     assert "tiny_net has no weights" in done.stderr and "tiny_net@random" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(followed):
+    """`probes.retrieval.recall_at=[1,2]` on the command line: a DVC experiment in a temporary workspace,
+    compared metric by metric with the committed record; the workspace's records and corpus are untouched."""
+    clone, done = followed
+    assert done.returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "mine"], cwd=clone,
+                   check=True)
+    corpus = (clone / "leaderboard" / "corpus.jsonl").read_bytes()
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "grid=mine", "task=retrieval",
+                          "backbone=tiny_net@random", "probes.retrieval.recall_at=[1,2]"], cwd=clone,
+                         capture_output=True, text=True, timeout=900, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
+            if line.startswith("mine-retrieval@tiny_net.random ")}
+    assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
+    assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
+    assert (clone / "leaderboard" / "corpus.jsonl").read_bytes() == corpus
+    assert subprocess.run(["git", "status", "--porcelain", "--", "results", "leaderboard", "dvc.lock"], cwd=clone,
+                          capture_output=True, text=True).stdout == ""
