@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.config import ConfigError, Params, canonical_backbone
+from harness.config import ConfigError, Params, canonical_backbone, probe_block
 from harness.registry import PluginError, load_plugins, unknown_name_message
 
 
@@ -61,6 +61,14 @@ def check_params(params: Params) -> None:
                 able = [t for t in tasks if get_probe(t).fewshot_unit is not None]
                 raise ConfigError(f"{where}.tasks.{task}: {task} trains no probe, so it has no few-shot curve; "
                                   f"tasks that do: {', '.join(able)}")
+        for task in grid.probes:
+            if task not in grid.tasks:
+                raise ConfigError(f"{where}.probes.{task}: grid {grid_name} does not run {task}")
+        for task in grid.tasks:
+            try:
+                validate_probe_params(task, probe_block(params, grid_name, task))
+            except ValueError as error:
+                raise ConfigError(f"{where}: {error}") from None
         for dataset in grid.features_from:
             if dataset not in grid.datasets:
                 raise ConfigError(f"{where}.features_from.{dataset}: no task of grid {grid_name} reads {dataset}")

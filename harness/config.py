@@ -63,6 +63,9 @@ class Grid(_Strict):
     # dataset → the grid whose extract stage this grid's probes read (no second extraction of the same
     # images by the same backbone); a dataset not listed is extracted by this grid's own stage
     features_from: dict[Name, Name] = {}
+    # task → parameters that differ from its probes.<task> block in this grid only (e.g. `layers: stride16`
+    # to read every backbone at its stride-16 layer beside the last-layer grid)
+    probes: dict[Name, dict[str, Any]] = {}
 
     @field_validator("backbones")
     @classmethod
@@ -89,6 +92,13 @@ class Params(_Strict):
     datasets: dict[Name, dict[str, Any]]
     probes: dict[Name, dict[str, Any]]
     grids: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")], Grid]
+
+
+def probe_block(params: Params, grid: str, task: str) -> dict[str, Any]:
+    """The parameters `task` runs with in `grid`: its probes.<task> block, with the grid's overrides."""
+    if task not in params.probes:
+        raise ConfigError(f"params.yaml has no probes.{task} block (grid {grid} runs {task})")
+    return {**params.probes[task], **params.grids[grid].probes.get(task, {})}
 
 
 def load_params(path: Path = PARAMS_FILE) -> Params:

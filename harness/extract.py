@@ -32,7 +32,7 @@ class ImageDecodeError(ValueError):
 class FeatureRequest:
     mode: str  # "pooled" or "dense"
     pooling: str = "default"
-    layers: tuple[int, ...] | None = None
+    layers: tuple[int, ...] | str | None = None  # explicit indices, or a named set ("stride16")
     fit: str = "crop"  # how the image becomes the square input: the backbone's crop, or squash (dense probes)
 
     def describe(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from harness import paths, topology
 from harness.atomic import write_text_atomic
 from harness.checks import check_params
 from harness.codedeps import code_closure
-from harness.config import PARAMS_FILE, Params, load_params, stage_spelling
+from harness.config import PARAMS_FILE, Params, load_params, probe_block, stage_spelling
 from harness.datasets.kinds import data_paths
 from harness.registry import PACKAGE_ROOT
 
@@ -48,8 +48,19 @@ def _code(*entries: str) -> list[str]:
     return code_closure(entries)
 
 
+def _param_keys(params: Params, grid: str, task: str, keys: list[str] | None = None) -> list[str]:
+    """The params.yaml keys holding `task`'s parameters `keys` (all when None) as `grid` runs it: its
+    probes.<task> block's, and the grid's override of them where it has one (DVC params must exist)."""
+    base = params.probes.get(task, {})
+    override = params.grids[grid].probes.get(task, {})
+    if keys is None:
+        return [f"probes.{task}", *([f"grids.{grid}.probes.{task}"] if override else [])]
+    found = [f"probes.{task}.{key}" for key in keys if key in base]
+    return found + [f"grids.{grid}.probes.{task}.{key}" for key in keys if key in override]
+
+
 def _probe_params(params: Params, task: str, grid: str) -> list[str]:
-    reads = [f"probes.{task}"]
+    reads = _param_keys(params, grid, task)
     spec = params.grids[grid]
     if spec.fewshot is not None:
         return [*reads, f"grids.{grid}.fewshot"]  # each (k, seed) run's seed comes from here, not settings.seed
@@ -59,8 +70,11 @@ def _probe_params(params: Params, task: str, grid: str) -> list[str]:
 def _prepare_stage(params: Params, dataset: str) -> dict[str, Any]:
     tasks = topology.dataset_tasks(params, dataset)
     code = topology.dataset_code(params, dataset)
-    split_params = [f"probes.{task}.{key}" for task in tasks
-                    for key in params.probes.get(task, {}) if key.endswith(("_split", "_splits"))]
+    split_params = []
+    for entry in tasks:
+        grid, _, task = entry.partition(":")
+        keys = [k for k in probe_block(params, grid, task) if k.endswith(("_split", "_splits"))]
+        split_params += [key for key in _param_keys(params, grid, task, keys) if key not in split_params]
     return {
         "cmd": f"python -m harness.stages.prepare {dataset} --code {code} --tasks {','.join(tasks)}",
         "deps": [*data_paths(params.datasets[dataset]), *_code(ENTRY["prepare"], code)],
@@ -81,11 +95,10 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
         raise ValueError(f"backbone modules {clash} are imported by the extract stage's own code; a family module "
                          "must be imported only through the registry")
     reads = topology.feature_reads(params, grid, dataset)
-    read_params = []
+    read_params: list[str] = []
     for read in reads:
-        read_params.append(f"probes.{read.task}.layers")
-        if read.mode == "pooled":
-            read_params.append(f"probes.{read.task}.pooling")
+        keys = ["layers", "pooling"] if read.mode == "pooled" else ["layers"]
+        read_params += [key for key in _param_keys(params, read.grid, read.task, keys) if key not in read_params]
     return {
         "foreach": {stage_spelling(b): {"code": codes[b]} for b in backbones},
         "do": {

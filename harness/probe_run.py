@@ -48,11 +48,13 @@ def _feature_lookup(cache: FeatureCache, backbone: dict[str, Any], request: dict
 
 
 def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layers, fit: str = "crop") -> dict[str, Any]:
-    wanted_layers = list(layers) if layers else None
+    def spelled(value):  # a named set stays a name; indices compare as a list; [] and None mean the last layer
+        return value if isinstance(value, str) else (list(value) if value else None)
+
     for request in extraction["requests"]:
         if request["mode"] == mode and (mode == "dense" or request["pooling"] == pooling) and (
-            (request["layers"] and list(request["layers"])) or None
-        ) == wanted_layers and request.get("fit", "crop") == fit:
+            spelled(request["layers"]) == spelled(layers)
+        ) and request.get("fit", "crop") == fit:
             return request
     raise MissingFeatureError(
         f"extraction has no {mode} features with pooling={pooling} layers={layers} fit={fit}")
@@ -132,7 +134,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         "protocol": spec.protocol,
         "pooling_requested": pooling,
         "feature_mode": spec.feature_mode,
-        "layers": list(layers) if layers else None,
+        "layers": list(layers) if isinstance(layers, list) and layers else None,
         "precision": None,
         "seed": seed,
         "headline_metric": spec.headline,
@@ -168,6 +170,8 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         phase = "probe"
         request = _matching_request(extraction, spec.feature_mode, pooling, layers, spec.fit)
         pooling_resolved = request["pooling_resolved"]
+        if isinstance(layers, str):  # a named set: the record says which layers it resolved to
+            base["layers"] = list(request["layers_resolved"])
         cache = FeatureCache(feature_dir / "entries")
         geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
         geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),

@@ -12,7 +12,7 @@ import logging
 
 from harness import paths
 from harness.atomic import write_text_atomic
-from harness.config import Params, canonical_backbone, load_params
+from harness.config import Params, canonical_backbone, load_params, probe_block
 from harness.fewshot import stage_shots
 from harness.plan import Run
 from harness.records import Failure, Record, dump_record, read_records
@@ -48,7 +48,7 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
 
     params = params or load_params()
     spec = get_probe(run.task)
-    block = dict(params.probes[run.task])
+    block = probe_block(params, run.grid, run.task)
     pooling = block.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = block.pop("layers", None)
     failure = Failure(phase=upstream["phase"], error_type=upstream["error_type"],

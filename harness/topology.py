@@ -29,11 +29,11 @@ def feature_readers(params: Params, grid: str, dataset: str) -> list[tuple[str, 
 def feature_reads(params: Params, grid: str, dataset: str) -> list[FeatureRead]:
     from harness.probes import get_probe
 
-    reads: dict[str, FeatureRead] = {}
-    for _, task in feature_readers(params, grid, dataset):
+    reads = []
+    for reader, task in feature_readers(params, grid, dataset):
         spec = get_probe(task)
-        reads.setdefault(task, FeatureRead(task, spec.feature_mode, spec.fit))
-    return sorted(reads.values(), key=lambda r: r.task)
+        reads.append(FeatureRead(reader, task, spec.feature_mode, spec.fit))
+    return sorted(reads, key=lambda r: (r.grid, r.task))
 
 
 def extract_jobs(params: Params) -> list[tuple[str, str, str]]:
@@ -48,8 +48,9 @@ def extract_jobs(params: Params) -> list[tuple[str, str, str]]:
 
 
 def dataset_tasks(params: Params, dataset: str) -> list[str]:
-    """Every task that reads `dataset` in some grid (their split parameters are what prepare checks)."""
-    return sorted({task for spec in params.grids.values() for task, d in spec.tasks.items() if d == dataset})
+    """Every `grid:task` that reads `dataset` (their split parameters are what prepare checks)."""
+    return sorted({f"{grid}:{task}" for grid, spec in params.grids.items() for task, d in spec.tasks.items()
+                   if d == dataset})
 
 
 def backbone_code(backbone: str) -> str:

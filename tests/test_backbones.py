@@ -413,3 +413,16 @@ def test_custom_backbone_identity_follows_weights_changed_after_wrapping():
     assert not (features_changed and backbone.identity == before_identity), (
         "features changed but the identity did not: cached features of the old weights would be served"
     )
+
+
+def test_named_layer_sets_resolve_per_backbone_by_stride():
+    """`stride16` is each backbone's own deepest layer of stride ≤ 16: one grid asks every backbone for it."""
+    lite0 = create_backbone("efficientnet_lite0@random")
+    assert lite0.layer_strides() == [2, 4, 8, 16, 16, 32, 32, 32]
+    assert lite0.resolve_layers("stride16") == [4] and lite0.resolve_layers("last") == [7]
+    resnet = create_backbone("cifar_resnet20@random")
+    assert resnet.layer_strides() == [1, 2, 4] and resnet.resolve_layers("stride2") == [1]
+    with pytest.raises(BackboneError, match=r"no layer set 'stride16'.*stride1, stride2, stride4"):
+        resnet.resolve_layers("stride16")
+    features = lite0.extract_features(torch.zeros(1, 3, 224, 224), layers=lite0.resolve_layers("stride16"))
+    assert features["grid_hw"] == (14, 14)

@@ -273,3 +273,21 @@ def test_check_result_refuses_inconsistent_results(change, message):
     check_result(spec, dataclasses.replace(good, metrics={"top1": 0.5 + 1e-13, "top5": 1.0}))  # rounding
     with pytest.raises((ValueError, KeyError), match=message):
         check_result(spec, dataclasses.replace(good, **change))
+
+
+def test_a_grid_override_reads_a_named_layer_set_and_the_record_says_which_layers(project):
+    work, images = project
+    data = _params(images, ["cifar_resnet20.random"])
+    data["grids"]["g"]["probes"] = {"classification": {"layers": "stride2"}}
+    (work / "params.yaml").write_text(yaml.safe_dump(data))
+    params = load_params()
+    stages.prepare("tiny", params)
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    [record] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert record.layers == [1]  # cifar_resnet20's deepest layer of stride ≤ 2
+    [retrieval] = stages.probe("g", "retrieval", "cifar_resnet20.random", params)
+    assert retrieval.layers is None  # the override is classification's only
+    data["grids"]["g"]["probes"] = {"classification": {"layers": "stride16"}}
+    (work / "params.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(StageFailed, match="no layer set 'stride16'"):
+        stages.extract("g", "cifar_resnet20.random", "tiny", load_params())

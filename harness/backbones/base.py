@@ -96,7 +96,32 @@ class Backbone(nn.Module, ABC):
             )
         return pooling
 
-    def resolve_layers(self, layers: Sequence[int] | None) -> list[int]:
+    def layer_strides(self) -> list[int]:
+        """Each layer's stride in input pixels, measured once by a forward pass of a blank image."""
+        if getattr(self, "_layer_strides", None) is None:
+            size = self.preprocess.crop
+            with torch.inference_mode():
+                blank = torch.zeros(1, 3, size, size, dtype=_DTYPES[self.precision])
+                maps = self.feature_maps(blank, list(range(self.num_layers))).maps
+            self._layer_strides = [max(1, round(size / m.shape[-2])) for m in maps]
+        return self._layer_strides
+
+    def layer_sets(self) -> dict[str, list[int]]:
+        """Layer sets named by what they are, so one grid can ask every backbone for "its" stride-16 layer:
+        `last`, and `strideN` = the deepest layer whose stride is at most N (N each stride the backbone has)."""
+        strides = self.layer_strides()
+        sets = {"last": [self.num_layers - 1]}
+        for stride in sorted(set(strides)):
+            sets[f"stride{stride}"] = [max(i for i, s in enumerate(strides) if s <= stride)]
+        return sets
+
+    def resolve_layers(self, layers: Sequence[int] | str | None) -> list[int]:
+        if isinstance(layers, str):
+            sets = self.layer_sets()
+            if layers not in sets:
+                raise BackboneError(f"{self.name} has no layer set {layers!r}; its sets: {', '.join(sets)} "
+                                    f"(layer strides {self.layer_strides()})")
+            return sets[layers]
         if layers is None or len(layers) == 0:
             return [self.num_layers - 1]
         resolved = []

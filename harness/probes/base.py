@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.datasets.manifest import Item, Manifest
 from harness.registry import Registry
@@ -41,9 +41,15 @@ class ProbeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Which layers a probe reads: None (the last layer), explicit indices, or a set each backbone names for itself
+# (`last`, `strideN`: its deepest layer of stride at most N; see Backbone.layer_sets), so one grid can compare
+# every backbone at, say, its stride-16 layer.
+Layers = list[int] | Annotated[str, Field(pattern=r"^(last|stride[0-9]+)$")] | None
+
+
 class PooledParams(ProbeParams):
     pooling: str = "default"  # the backbone's default pooling, or one it lists (cls, avg, mean, proj)
-    layers: list[int] | None = None  # None: the last layer
+    layers: Layers = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.datasets.homography import apply_homography
-from harness.probes.base import ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
 
 
 def evaluation_points(size: int, per_side: int, margin: float, homography: np.ndarray) -> np.ndarray:
@@ -59,7 +59,7 @@ def match_pair(source: np.ndarray, target: np.ndarray, points: np.ndarray, geome
 
 
 class CorrespondenceParams(ProbeParams):
-    layers: list[int] | None = None
+    layers: Layers = None
     thresholds_px: list[PositiveFloat] = Field(min_length=1)
     points_per_side: PositiveInt
     margin: float = Field(ge=0.0, lt=0.5)  # evaluation points keep this fraction of the image from its border

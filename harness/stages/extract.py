@@ -14,7 +14,7 @@ import logging
 import sys
 
 from harness import paths
-from harness.config import Params, canonical_backbone, load_params
+from harness.config import Params, canonical_backbone, load_params, probe_block
 from harness.registry import load_code
 from harness.stages import common
 from harness.stages.failures import clear_failure, record_stage_failure
@@ -29,13 +29,12 @@ def feature_requests(params: Params, reads: list[str]) -> list:
 
     requests = set()
     for read in map(FeatureRead.parse, reads):
-        block = params.probes.get(read.task)
-        if block is None:
-            raise common.StageFailed(f"params.yaml has no probes.{read.task}")
-        layers = tuple(block["layers"]) if block.get("layers") else None
+        block = probe_block(params, read.grid, read.task)
+        layers = block.get("layers") or None
+        layers = tuple(layers) if isinstance(layers, list) else layers
         pooling = block.get("pooling", "default") if read.mode == "pooled" else "default"
         requests.add(FeatureRequest(read.mode, pooling, layers, read.fit))
-    return sorted(requests, key=lambda r: (r.mode, r.pooling, r.layers or (), r.fit))
+    return sorted(requests, key=lambda r: (r.mode, r.pooling, str(r.layers or ""), r.fit))
 
 
 def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str | None = None,
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("backbone")
     parser.add_argument("dataset")
     parser.add_argument("--code", help="the module that registers the backbone (its family or a plugin)")
-    parser.add_argument("--reads", type=common.csv_list, default=[], help="TASK=pooled|dense/crop|squash,…")
+    parser.add_argument("--reads", type=common.csv_list, default=[], help="GRID:TASK=pooled|dense/crop|squash,…")
     return common.stage_main(
         "extract", parser, lambda a: run(a.grid, a.backbone, a.dataset, load_params(), a.code, a.reads), argv)
 

@@ -11,7 +11,7 @@ import logging
 import sys
 
 from harness import paths
-from harness.config import Params, load_params
+from harness.config import Params, load_params, probe_block
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
 from harness.registry import load_code
@@ -22,10 +22,11 @@ log = logging.getLogger("visbench")
 
 
 def required_splits(params: Params, tasks: list[str]) -> list[str]:
-    """The splits `tasks` read from the dataset: the values of their `*_split` / `*_splits` parameters."""
+    """The splits `tasks` (`grid:task` each) read: the values of their `*_split` / `*_splits` parameters."""
     splits: list[str] = []
-    for task in tasks:
-        for key, value in params.probes.get(task, {}).items():
+    for entry in tasks:
+        grid, _, task = entry.partition(":")
+        for key, value in probe_block(params, grid, task).items():
             if key.endswith("_split") and value:
                 splits.append(value)
             elif key.endswith("_splits") and value:
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.stages.prepare", description=__doc__)
     parser.add_argument("dataset")
     parser.add_argument("--code", help="the module that defines the dataset's kind")
-    parser.add_argument("--tasks", type=common.csv_list, default=[], help="tasks whose splits must be non-empty")
+    parser.add_argument("--tasks", type=common.csv_list, default=[],
+                        help="GRID:TASK,… whose splits must be non-empty")
     return common.stage_main("prepare", parser, lambda a: run(a.dataset, load_params(), a.code, a.tasks), argv)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import paths
 from harness.atomic import write_text_atomic
-from harness.config import ConfigError, Params, load_params
+from harness.config import ConfigError, Params, load_params, probe_block
 from harness.fewshot import stage_shots
 from harness.paths import failure_path
 from harness.probe_run import ProbeJob, run_probe
@@ -38,10 +38,8 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
 
     if code:
         load_code(code)
-    if job.task not in params.probes:
-        raise ConfigError(f"params.yaml has no probes.{job.task}")
     try:
-        probe_params = validate_probe_params(job.task, params.probes[job.task])
+        probe_params = validate_probe_params(job.task, probe_block(params, job.grid, job.task))
     except ValueError as error:
         raise ConfigError(str(error)) from None
     shots = stage_shots(params, job.grid)

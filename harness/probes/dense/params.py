@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from harness.probes.base import ProbeParams
+from harness.probes.base import Layers, ProbeParams
 
 Split = Annotated[str, Field(min_length=1)]
 
 
 class HeadTrainingParams(ProbeParams):
-    layers: list[int] | None = None  # None: the last layer; several: concatenated (linear) or per layer (dpt)
+    layers: Layers = None  # None: the last layer; several: concatenated (linear) or per layer (dpt)
     eval_split: Split
     epochs: PositiveInt
     lr: PositiveFloat
