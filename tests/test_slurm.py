@@ -1,0 +1,221 @@
+"""`executor=slurm` on a real one-node SLURM cluster (slurmctld + slurmd + munged, tests/slurm_cluster.py): a tiny
+grid (8 + 8 images, the random-init `cifar_resnet20` control, classification + retrieval) run through SLURM
+gives exactly the local executor's records and metrics, leaves `dvc repro` with nothing to do, and a job
+killed with scancel is submitted again, alone, by re-running the command. Plus the executor's planning
+and bookkeeping, which need no cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import slurm_cluster
+import yaml
+from PIL import Image
+
+from harness.executors.checkout import outside_links
+from harness.executors.jobs import Job, Partition, Resources, plan_jobs, sbatch_options
+from harness.executors.restore import _differences
+from harness.plan import Run
+
+REPO = Path(__file__).resolve().parents[1]
+BACKBONE = "cifar_resnet20.random"
+STAGES = [f"g-classification@{BACKBONE}", f"g-retrieval@{BACKBONE}"]
+# identical commits in both projects: records carry the commit, and must match to the bit
+GIT_ENV = {"GIT_AUTHOR_NAME": "visbench", "GIT_AUTHOR_EMAIL": "visbench@localhost", "GIT_COMMITTER_NAME": "visbench",
+           "GIT_COMMITTER_EMAIL": "visbench@localhost", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    reason = slurm_cluster.unavailable_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the SLURM tests: {reason}")
+        pytest.skip(reason)
+    running = slurm_cluster.start()
+    yield running
+    slurm_cluster.stop(running)
+
+
+def _images(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for label, colour in enumerate([(200, 30, 30), (30, 30, 200)]):
+            folder = root / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(4):
+                pixels = np.clip(np.array(colour) + rng.normal(0, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(folder / f"{index}.png")
+
+
+def _project(base: Path, name: str) -> Path:
+    """A git + DVC project holding this checkout's harness/, reading ../images (a path that leaves the project,
+    as ../shared/… does in the real params.yaml, so worker checkouts must resolve it the same way)."""
+    project = base / name
+    shutil.copytree(REPO / "harness", project / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    probes = {"classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
+                                 "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
+              "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
+                            "recall_at": [1, 5]}}
+    params = {"settings": {"precision": "fp32", "batch_size": 4, "seed": 0}, "checkpoints": {},
+              "datasets": {"tiny": {"kind": "image_folder", "root": "../images"}}, "probes": probes,
+              "grids": {"g": {"backbones": [BACKBONE], "tasks": {"classification": "tiny", "retrieval": "tiny"}}}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    for keep in ("failures", "docs/plots"):  # collect reads failures/; a one-backbone site draws no plot
+        (project / keep).mkdir(parents=True)
+        (project / keep / ".gitkeep").write_text("")
+    (project / ".gitignore").write_text("__pycache__/\n/features/\n")
+    env = {**os.environ, **GIT_ENV}
+    for command in (["git", "init", "-q", "-b", "main"], [sys.executable, "-m", "dvc", "init", "-q"],
+                    [sys.executable, "-m", "harness.cli", "pipeline"], ["git", "add", "-A"],
+                    ["git", "commit", "-q", "-m", "tiny grid"]):
+        subprocess.run(command, cwd=project, env=env, check=True, capture_output=True)
+    return project
+
+
+def _cli(project: Path, env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "grid=g", "build_site=false", *args], cwd=project,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(process: subprocess.Popen, timeout: float = 400) -> tuple[int, str, float]:
+    started = time.monotonic()
+    out, _ = process.communicate(timeout=timeout)
+    return process.returncode, out, time.monotonic() - started
+
+
+def _record(path: Path) -> dict:
+    record = json.loads(path.read_text())
+    record.pop("duration_s")  # wall time of the probe: the one field that is not a function of the inputs
+    return record
+
+
+def _lock(project: Path) -> dict:
+    return yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+
+
+@pytest.mark.slurm
+def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubmitted(cluster, tmp_path):
+    _images(tmp_path / "images")
+    local, remote_run = _project(tmp_path, "local"), _project(tmp_path, "cluster")
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "remote", "add", "-q", "-d", "--local", "shared", str(tmp_path / "remote")],
+                   cwd=remote_run, check=True)
+    env = {**cluster.env, "HF_HUB_OFFLINE": "1", "VISBENCH_SLURM_POLL_S": "1",
+           "VISBENCH_SLURM_SCRATCH": str(tmp_path / "scratch")}
+
+    code, out, local_s = _finish(_cli(local, env))
+    assert code == 0, out
+
+    # 1. the backbone's job is cancelled while it runs: its runs are missing, nothing of them is half there
+    first = _cli(remote_run, env, "executor=slurm")
+    job_id = _wait_until_running(cluster, f"visbench-{BACKBONE}", first)
+    assert cluster.run("scancel", job_id).returncode == 0
+    code, out, cancelled_s = _finish(first)
+    assert code == 1, out
+    assert "CANCELLED" in out and "missing until re-run" in out and all(stage in out for stage in STAGES), out
+    assert not (remote_run / "results").exists() or not any((remote_run / "results").rglob("*.json")), out
+    assert "prepare-tiny" in _lock(remote_run)  # the prepare job finished: restored from its run-cache entry
+
+    # 2. the same command submits that one job again (prepare is up to date now), and everything arrives
+    code, out, recovery_s = _finish(_cli(remote_run, env, "executor=slurm"))
+    assert code == 0, out
+    submitted = [line for line in out.splitlines() if line.startswith("slurm: submitted")]
+    assert len(submitted) == 1 and f"visbench-{BACKBONE} " in submitted[0], out
+    assert "is cached - skipping run" in out  # the extract stage came back through the run-cache
+
+    for stage in STAGES:
+        task = stage.split("-")[1].split("@")[0]
+        base = Path("results/g") / task
+        assert _record(local / base / f"{BACKBONE}.json") == _record(remote_run / base / f"{BACKBONE}.json")
+        for suffix in (".metrics.json", ".samples.csv"):
+            assert (local / base / f"{BACKBONE}{suffix}").read_bytes() == \
+                (remote_run / base / f"{BACKBONE}{suffix}").read_bytes()
+    corpus = [(p / "leaderboard/corpus.jsonl").read_text().splitlines() for p in (local, remote_run)]
+    assert [_strip(line) for line in corpus[0]] == [_strip(line) for line in corpus[1]] != []
+    ours, theirs = _lock(local), _lock(remote_run)
+    for stage in ("prepare-tiny", f"extract-g-tiny@{BACKBONE}"):  # same features, same hashes
+        assert ours[stage] == theirs[stage], stage
+    assert not list((remote_run / "failures").glob("*.jsonl"))
+
+    # 3. DVC agrees that nothing is left to do
+    again = subprocess.run([*dvc, "repro"], cwd=remote_run, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout + again.stderr
+    status = subprocess.run([*dvc, "status", "--json"], cwd=remote_run, env=env, capture_output=True, text=True)
+    assert json.loads(status.stdout) == {}, status.stdout
+    print(f"\nwall time: local {local_s:.0f}s; slurm with scancel {cancelled_s:.0f}s, re-run {recovery_s:.0f}s")
+
+
+def _strip(line: str) -> dict:
+    record = json.loads(line)
+    record.pop("duration_s")
+    return record
+
+
+def _wait_until_running(cluster, name: str, process: subprocess.Popen, timeout: float = 240) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        rows = cluster.run("squeue", "-h", "-n", name, "-t", "RUNNING", "-o", "%i").stdout.split()
+        if rows:
+            return rows[0]
+        time.sleep(0.5)
+    raise AssertionError(f"{name} never started\n{cluster.log_tail()}")
+
+
+# -- planning and bookkeeping, no cluster needed ------------------------------------------------------------------
+
+
+def _runs(*backbones: str) -> list[Run]:
+    return [Run("g", task, b, "tiny", "g") for b in backbones for task in ("classification", "retrieval")]
+
+
+def test_plan_groups_stages_per_backbone_and_waits_for_a_stale_prepare():
+    runs = _runs("cifar_resnet20.random", "resnet18.random")
+    jobs = plan_jobs(runs, {"prepare-tiny"})
+    assert [job.key for job in jobs] == ["prepare-tiny", "cifar_resnet20.random", "resnet18.random"]
+    assert jobs[1].stages == ["extract-g-tiny@cifar_resnet20.random", "g-classification@cifar_resnet20.random",
+                              "g-retrieval@cifar_resnet20.random"]
+    assert jobs[1].after == ["prepare-tiny"] and jobs[1].upstream_stages == ["extract-g-tiny@cifar_resnet20.random"]
+    assert jobs[2].resources.cpus > jobs[1].resources.cpus  # a timm ResNet-18 asks for more than a CIFAR ResNet
+    only = plan_jobs(runs, {"g-retrieval@resnet18.random"})  # nothing else stale: one job, no prepare job
+    assert [(job.key, job.after) for job in only] == [("resnet18.random", [])]
+    assert plan_jobs(runs, set()) == []
+
+
+def test_requests_are_capped_to_the_partition_and_ask_for_a_gpu_only_where_there_is_one():
+    job = Job("b", ["s1", "s2"], [], Resources(cpus=8, mem_gb=64, minutes_per_stage=30, gpu=True))
+    small = sbatch_options(job, Partition(None, cpus=2, mem_mb=4000, gpus=False))
+    assert "--cpus-per-task=2" in small and "--mem=4000M" in small and "--time=1:10:00" in small
+    assert not any(o.startswith("--gres") for o in small) and not any(o.startswith("--partition") for o in small)
+    gpu = sbatch_options(job, Partition("gpu", cpus=64, mem_mb=512_000, gpus=True))
+    assert {"--cpus-per-task=8", "--mem=65536M", "--gres=gpu:1", "--partition=gpu"} <= set(gpu)
+    no_memory = sbatch_options(job, Partition(None, cpus=2, mem_mb=1, gpus=False))  # no RealMemory configured
+    assert not any(o.startswith("--mem") for o in no_memory)
+
+
+def test_paths_leaving_the_project_resolve_from_a_checkout_as_from_the_project(tmp_path):
+    root, checkout = tmp_path / "lab/project", tmp_path / "scratch/job/checkout"
+    params = {"datasets": {"a": {"root": "../shared/data/a"}, "b": {"root": "/abs/b", "photos": ["skimage:x"]}},
+              "checkpoints": {"w": "../../weights/w.th", "v": "../shared/weights/v.th"}}
+    links = outside_links(params, root, checkout)
+    assert links == [[str(tmp_path / "scratch/job/shared"), str(tmp_path / "lab/shared")],
+                     [str(tmp_path / "scratch/weights"), str(tmp_path / "weights")]]
+
+
+def test_a_lock_entry_differs_by_the_paths_whose_hashes_differ():
+    entry = {"cmd": "python -m x", "deps": [{"path": "a", "md5": "1"}, {"path": "b", "md5": "2"}],
+             "params": {"params.yaml": {"k": 1}}, "outs": [{"path": "o", "md5": "3"}]}
+    assert _differences(entry, json.loads(json.dumps(entry))) == []
+    changed = {**entry, "deps": [{"path": "a", "md5": "1"}, {"path": "b", "md5": "9"}],
+               "params": {"params.yaml": {"k": 2}}}
+    assert _differences(entry, changed) == ["params", "b"]
