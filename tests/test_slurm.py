@@ -57,13 +57,14 @@ def _images(root: Path) -> None:
                 Image.fromarray(pixels).save(folder / f"{index}.png")
 
 
-def _project(base: Path, name: str) -> Path:
-    """A git + DVC project holding this checkout's harness/, reading ../images (a path that leaves the project,
-    as ../shared/… does in the real params.yaml, so worker checkouts must resolve it the same way)."""
-    project = base / name
+def _projects(base: Path) -> tuple[Path, Path]:
+    """Two identical git + DVC projects (one commit, cloned: records carry the commit) holding this checkout's
+    harness/, reading ../images: a path that leaves the project, as ../shared/… does in the real params.yaml,
+    which worker checkouts must resolve as the project does."""
+    project = base / "local"
     shutil.copytree(REPO / "harness", project / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     probes = {"classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
-                                 "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
+                                 "epochs": 5, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
               "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
                             "recall_at": [1, 5]}}
     params = {"settings": {"precision": "fp32", "batch_size": 4, "seed": 0}, "checkpoints": {},
@@ -76,10 +77,10 @@ def _project(base: Path, name: str) -> Path:
     (project / ".gitignore").write_text("__pycache__/\n/features/\n")
     env = {**os.environ, **GIT_ENV}
     for command in (["git", "init", "-q", "-b", "main"], [sys.executable, "-m", "dvc", "init", "-q"],
-                    [sys.executable, "-m", "harness.cli", "pipeline"], ["git", "add", "-A"],
-                    ["git", "commit", "-q", "-m", "tiny grid"]):
+                    ["git", "add", "-A"], ["git", "commit", "-q", "-m", "tiny grid"]):
         subprocess.run(command, cwd=project, env=env, check=True, capture_output=True)
-    return project
+    subprocess.run(["git", "clone", "-q", str(project), str(base / "cluster")], check=True, capture_output=True)
+    return project, base / "cluster"
 
 
 def _cli(project: Path, env: dict, *args: str) -> subprocess.Popen:
@@ -106,7 +107,7 @@ def _lock(project: Path) -> dict:
 @pytest.mark.slurm
 def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubmitted(cluster, tmp_path):
     _images(tmp_path / "images")
-    local, remote_run = _project(tmp_path, "local"), _project(tmp_path, "cluster")
+    local, remote_run = _projects(tmp_path)
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([*dvc, "remote", "add", "-q", "-d", "--local", "shared", str(tmp_path / "remote")],
                    cwd=remote_run, check=True)
@@ -188,7 +189,8 @@ def test_plan_groups_stages_per_backbone_and_waits_for_a_stale_prepare():
     assert jobs[1].after == ["prepare-tiny"] and jobs[1].upstream_stages == ["extract-g-tiny@cifar_resnet20.random"]
     assert jobs[2].resources.cpus > jobs[1].resources.cpus  # a timm ResNet-18 asks for more than a CIFAR ResNet
     only = plan_jobs(runs, {"g-retrieval@resnet18.random"})  # nothing else stale: one job, no prepare job
-    assert [(job.key, job.after) for job in only] == [("resnet18.random", [])]
+    assert [(job.key, job.after, job.stale) for job in only] == [
+        ("resnet18.random", [], ["g-retrieval@resnet18.random"])]
     assert plan_jobs(runs, set()) == []
 
 

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config import canonical_backbone
 from harness.plan import Run
 
 
@@ -47,6 +46,7 @@ class Job:
     runs: list[Run]  # the selected runs it brings up to date (none for a prepare job)
     resources: Resources
     after: list[str] = field(default_factory=list)  # keys of the prepare jobs it waits for
+    stale: list[str] = field(default_factory=list)  # its stages DVC reported as not up to date when planned
 
     @property
     def name(self) -> str:
@@ -79,7 +79,8 @@ def plan_jobs(runs: list[Run], stale: set[str]) -> list[Job]:
     prepare_jobs: dict[str, Job] = {}
     for run in runs:
         if run.prepare_stage in stale and run.dataset not in prepare_jobs:
-            prepare_jobs[run.dataset] = Job(f"prepare-{run.dataset}", [run.prepare_stage], [], PREPARE_RESOURCES)
+            prepare_jobs[run.dataset] = Job(f"prepare-{run.dataset}", [run.prepare_stage], [], PREPARE_RESOURCES,
+                                            stale=[run.prepare_stage])
     by_backbone: dict[str, list[Run]] = {}
     for run in runs:
         by_backbone.setdefault(run.backbone, []).append(run)
@@ -91,8 +92,10 @@ def plan_jobs(runs: list[Run], stale: set[str]) -> list[Job]:
         if not stale & {*prepares, *extract, *probes}:
             continue
         after = [prepare_jobs[run.dataset].key for run in group if run.dataset in prepare_jobs]
+        # a probe is stale when it, its extract or its prepare stage is: DVC re-runs it if that changes its inputs
+        stale_probes = [run.stage for run in group if stale & {run.prepare_stage, run.extract_stage, run.stage}]
         jobs.append(Job(backbone, [*extract, *probes], group, backbone_resources(backbone),
-                        list(dict.fromkeys(after))))
+                        list(dict.fromkeys(after)), [s for s in extract if s in stale] + stale_probes))
     return jobs
 
 
@@ -121,8 +124,3 @@ def sbatch_options(job: Job, partition: Partition) -> list[str]:
     if partition.name:
         options.append(f"--partition={partition.name}")
     return options
-
-
-def describe(job: Job) -> str:
-    what = ", ".join(sorted({canonical_backbone(r.backbone) for r in job.runs})) or job.stages[0]
-    return f"{job.name}: {len(job.stages)} stages ({what})"

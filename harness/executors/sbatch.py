@@ -24,6 +24,8 @@ FAILED = frozenset({"FAILED", "TIMEOUT", "OUT_OF_MEMORY"})  # the job's own faul
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
                     "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
                     "RESV_DEL_HOLD"})
+# Pending reasons that mean no node can run the job now (drained or down nodes, a partition that is down).
+UNAVAILABLE = ("ReqNodeNotAvail", "Nodes required for job are DOWN", "PartitionDown", "PartitionInactive")
 _FIELDS = "%i|%T|%r|%M|%S|%e|%N"  # id, state, reason, elapsed, start, end, nodes
 
 

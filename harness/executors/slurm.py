@@ -9,7 +9,8 @@ so this workspace is the only one where `dvc` touches the project. A job that ne
 (cancelled, node failure, preempted) leaves its runs missing: re-running the same command submits exactly
 those again. Settings, all optional (docs/cluster.md): VISBENCH_SLURM_PARTITION, VISBENCH_SLURM_OPTIONS
 (extra sbatch options, e.g. "--account=vision --qos=normal"), VISBENCH_SLURM_SCRATCH (job folders; default
-.dvc/tmp/slurm), VISBENCH_SLURM_POLL_S (seconds between polls; default 10).
+.dvc/tmp/slurm), VISBENCH_SLURM_POLL_S (seconds between polls; default 10), VISBENCH_SLURM_STUCK_S (give up
+on jobs that no node can run, every node drained say, after this many seconds; default 1800).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -130,28 +132,40 @@ def _seconds(elapsed: str) -> float:
 
 
 def _progress(submitted: list[Submitted], started: float) -> str:
-    queued = sum(1 for s in submitted if not s.handled and (s.state is None or s.state.state == "PENDING"))
-    running = sum(1 for s in submitted if not s.handled) - queued
+    waiting = [s for s in submitted if not s.handled]
+    queued = [s for s in waiting if s.state is None or s.state.state == "PENDING"]
+    running = [s for s in waiting if s not in queued]
     done = sum(1 for s in submitted if s.handled and s.ok)
-    failed = sum(1 for s in submitted if s.handled and not s.ok)
-    line = f"slurm: {queued} queued · {running} running · {done} done · {failed} failed"
+    failed = len(submitted) - len(waiting) - done
+    line = f"slurm: {len(queued)} queued · {len(running)} running · {done} done · {failed} failed"
     finished = [_seconds(s.state.elapsed) for s in submitted if s.handled and s.state and s.state.elapsed]
-    remaining = queued + running
-    if remaining and finished:
-        eta = sum(finished) / len(finished) * remaining / max(1, running)
-        line += f" · ETA ~{eta:.0f}s"
-    elif remaining:
+    if waiting and finished:
+        # the mean finished job as the cost of each job left, less what the running ones have done already,
+        # spread over as many jobs as are running now
+        mean = sum(finished) / len(finished)
+        left = mean * len(queued) + sum(max(0.0, mean - _seconds(s.state.elapsed or "0")) for s in running if s.state)
+        line += f" · ETA ~{left / max(1, len(running)):.0f}s"
+    elif waiting:
         line += " · ETA once a job has finished"
-    pending = {s.state.reason for s in submitted if not s.handled and s.state and s.state.state == "PENDING"}
-    pending -= {"None", "Priority", "Resources", "Dependency", ""}
-    if pending:  # e.g. a drained node: ReqNodeNotAvail, or PartitionDown
-        line += f" · pending because: {', '.join(sorted(pending))}"
+    reasons = {s.state.reason for s in queued if s.state} - {"None", "Priority", "Resources", "Dependency", ""}
+    if reasons:  # e.g. a drained node: ReqNodeNotAvail, or PartitionDown
+        line += f" · pending because: {', '.join(sorted(reasons))}"
     return line + f" ({time.monotonic() - started:.0f}s elapsed)"
+
+
+def _unschedulable(waiting: list[Submitted]) -> bool:
+    """Every waiting job pends because the nodes it needs are down, drained or their partition is down."""
+    return bool(waiting) and all(s.state is not None and s.state.state == "PENDING"
+                                 and s.state.reason.startswith(sbatch.UNAVAILABLE) for s in waiting)
 
 
 def _watch(submitted: list[Submitted], started: float) -> None:
     poll = float(os.environ.get("VISBENCH_SLURM_POLL_S") or 10)
-    shown, shown_at = "", 0.0
+    stuck_limit = float(os.environ.get("VISBENCH_SLURM_STUCK_S") or 1800)
+    shown, shown_at, stuck_since = "", 0.0, None
+    # a coordinator stopped by SIGTERM (a session ending, `timeout`) cancels its jobs as Ctrl-C does: nobody
+    # would restore what they return, and a re-run submits them again
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         while not all(s.handled for s in submitted):
             waiting = [s for s in submitted if not s.handled]
@@ -167,13 +181,31 @@ def _watch(submitted: list[Submitted], started: float) -> None:
             if line.split(" (")[0] != shown.split(" (")[0] or time.monotonic() - shown_at > 60:
                 log.info("%s", line)
                 shown, shown_at = line, time.monotonic()
-            if not all(s.handled for s in submitted):
+            waiting = [s for s in submitted if not s.handled]
+            stuck_since = (stuck_since or time.monotonic()) if _unschedulable(waiting) else None
+            if stuck_since is not None and time.monotonic() - stuck_since > stuck_limit:
+                log.error("slurm: no node can run the %d waiting jobs for %.0fs (%s); cancelling them", len(waiting),
+                          stuck_limit, waiting[0].state.reason if waiting[0].state else "")
+                _cancel_and_handle(waiting)
+            elif waiting:
                 time.sleep(poll)
     except KeyboardInterrupt:
         waiting = [s for s in submitted if not s.handled]
         log.error("slurm: interrupted; cancelling %d jobs (their runs stay missing until re-run)", len(waiting))
-        sbatch.cancel([s.job_id for s in waiting])
-        _handle(waiting)
+        _cancel_and_handle(waiting)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _cancel_and_handle(waiting: list[Submitted]) -> None:
+    """scancel the jobs, then restore whatever some of them may have returned just before."""
+    ids = [s.job_id for s in waiting]
+    sbatch.cancel(ids)
+    time.sleep(1)  # let the controller record the cancellation, so the table shows it
+    states = sbatch.job_states(ids) or {}
+    for s in waiting:
+        s.state = states.get(s.job_id, s.state)
+    _handle(waiting)
 
 
 def _handle(ended: list[Submitted]) -> None:
@@ -234,7 +266,7 @@ def _report_without_result(s: Submitted) -> None:
     else:  # cancelled, node failure, preemption: nothing was measured, the runs are missing
         s.result = f"no result ({state}): runs missing"
         log.error("slurm: job %s (%s) ended %s without a result; missing until re-run: %s", s.job_id, s.job.name,
-                  state, ", ".join(s.job.probe_stages or s.job.stages))
+                  state, ", ".join(s.job.stale))
 
 
 def _record_executor_failure(run: Run, s: Submitted, message: str) -> None:

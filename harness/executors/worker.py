@@ -30,10 +30,12 @@ from pathlib import Path
 from harness.paths import failure_path
 
 RETURNED = "returned"
+_STARTED = time.monotonic()
 
 
 def _dvc(args: list[str]) -> int:
-    print(f"$ dvc {' '.join(args)}", flush=True)
+    """One DVC command, its output in the job's log, stamped with the seconds since the job started."""
+    print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join(args)}", flush=True)
     return subprocess.run([sys.executable, "-m", "dvc", *args], check=False).returncode
 
 
@@ -120,7 +122,7 @@ def run(job_dir: Path) -> int:
                "job_id": os.environ.get("SLURM_JOB_ID"), "started": started, "finished": time.time()}
     write_returned(job_dir, outcome, spec["probe_stages"], checked)
     failed = sorted(stage for stage, state in status.items() if state != "ok")
-    print(f"worker: {len(status) - len(failed)} of {len(status)} stages up to date"
+    print(f"[{time.monotonic() - _STARTED:.0f}s] worker: {len(status) - len(failed)} of {len(status)} stages up to date"
           + (f"; not: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
 
