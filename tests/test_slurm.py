@@ -221,3 +221,52 @@ def test_a_lock_entry_differs_by_the_paths_whose_hashes_differ():
     changed = {**entry, "deps": [{"path": "a", "md5": "1"}, {"path": "b", "md5": "9"}],
                "params": {"params.yaml": {"k": 2}}}
     assert _differences(entry, changed) == ["params", "b"]
+
+
+def test_the_coordinator_restores_only_from_the_run_cache_and_commits_only_matching_inputs(tmp_path, monkeypatch):
+    """restore.py on a two-stage DVC project (no SLURM): a stage made in a clone comes back through the remote's
+    run-cache, never by running here; returned probe outputs are committed only if this workspace's inputs
+    hash as the job's did, and otherwise everything they replaced is put back."""
+    from harness.executors.restore import commit_probe_stages, read_lock, restore_cached_stages
+
+    coordinator, job = tmp_path / "coordinator", tmp_path / "job"
+    coordinator.mkdir()
+    write = "import pathlib as p; "
+    stages = {"stages": {
+        "make": {"cmd": f"python -c \"{write}p.Path('out').write_text(p.Path('in.txt').read_text() * 2)\"",
+                 "deps": ["in.txt"], "outs": ["out"]},
+        "probe": {"cmd": f"python -c \"{write}p.Path('rec.json').write_text(p.Path('out').read_text().upper())\"",
+                  "deps": ["out", "extra.txt"], "outs": [{"rec.json": {"cache": False, "persist": True}}]}}}
+    (coordinator / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    (coordinator / "in.txt").write_text("in")
+    (coordinator / "extra.txt").write_text("extra")
+    env = {**os.environ, **GIT_ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    dvc = [sys.executable, "-m", "dvc"]
+    for command in (["git", "init", "-q"], [*dvc, "init", "-q"],
+                    [*dvc, "remote", "add", "-q", "-d", "shared", str(tmp_path / "remote")],
+                    ["git", "add", "-A"], ["git", "commit", "-q", "-m", "two stages"]):
+        subprocess.run(command, cwd=coordinator, env=env, check=True, capture_output=True)
+    subprocess.run(["git", "clone", "-q", str(coordinator), str(job)], check=True, capture_output=True)
+    for command in ([*dvc, "repro", "-q"], [*dvc, "push", "-q", "--run-cache", "make"]):
+        subprocess.run(command, cwd=job, env=env, check=True, capture_output=True)
+    job_lock = read_lock(job / "dvc.lock")
+    monkeypatch.chdir(coordinator)
+    monkeypatch.setenv("PATH", env["PATH"])  # `python` would run the stage here: only the refusal may stop it
+
+    (coordinator / "in.txt").write_text("edited while the job ran")
+    assert restore_cached_stages(["make"]) == set()  # no entry for these inputs: refused, not computed
+    assert not (coordinator / "out").exists()
+    (coordinator / "in.txt").write_text("in")
+    assert restore_cached_stages(["make"]) == {"make"}
+    assert (coordinator / "out").read_text() == "inin" and read_lock()["make"] == job_lock["make"]
+
+    (coordinator / "rec.json").write_text("an earlier ok record")
+    (coordinator / "extra.txt").write_text("edited while the job ran")
+    verdict = commit_probe_stages({"probe": (job, job_lock["probe"])})
+    assert verdict == {"probe": ["extra.txt"]}
+    assert (coordinator / "rec.json").read_text() == "an earlier ok record" and "probe" not in read_lock()
+    (coordinator / "extra.txt").write_text("extra")
+    assert commit_probe_stages({"probe": (job, job_lock["probe"])}) == {"probe": []}
+    assert (coordinator / "rec.json").read_text() == "ININ" and read_lock()["probe"] == job_lock["probe"]
+    status = subprocess.run([*dvc, "status", "--json"], cwd=coordinator, env=env, capture_output=True, text=True)
+    assert json.loads(status.stdout) == {}
