@@ -9,8 +9,10 @@ so this workspace is the only one where `dvc` touches the project. A job that ne
 (cancelled, node failure, preempted) leaves its runs missing: re-running the same command submits exactly
 those again. Settings, all optional (docs/cluster.md): VISBENCH_SLURM_PARTITION, VISBENCH_SLURM_OPTIONS
 (extra sbatch options, e.g. "--account=vision --qos=normal"), VISBENCH_SLURM_SCRATCH (job folders; default
-.dvc/tmp/slurm), VISBENCH_SLURM_POLL_S (seconds between polls; default 10), VISBENCH_SLURM_STUCK_S (give up
-on jobs that no node can run, every node drained say, after this many seconds; default 1800).
+.dvc/tmp/slurm), VISBENCH_SLURM_CONTAINER (a command prefix running the job's Python in an image, e.g.
+"apptainer exec --nv visbench.sif"), VISBENCH_SLURM_POLL_S (seconds between polls; default 10),
+VISBENCH_SLURM_STUCK_S (give up on jobs that no node can run, every node drained say, after this many seconds;
+default 1800).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def _submit(jobs: list[Job], run_dir: Path, partition: Partition, snapshot: Snap
         (job_dir / "spec.json").write_text(json.dumps(spec, indent=1))
         if config_local.is_file():
             shutil.copy2(config_local, job_dir / "config.local")
-        script = job_script([*sbatch_options(job, partition), *extra], job_dir, root, snapshot)
+        script = job_script([*sbatch_options(job, partition), *extra], job_dir, root, snapshot,
+                            os.environ.get("VISBENCH_SLURM_CONTAINER", "").strip())
         (job_dir / "job.sh").write_text(script)
         job_id = sbatch.submit(script, [ids[key] for key in job.after])
         ids[job.key] = job_id
