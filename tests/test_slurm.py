@@ -270,3 +270,20 @@ def test_the_coordinator_restores_only_from_the_run_cache_and_commits_only_match
     assert (coordinator / "rec.json").read_text() == "ININ" and read_lock()["probe"] == job_lock["probe"]
     status = subprocess.run([*dvc, "status", "--json"], cwd=coordinator, env=env, capture_output=True, text=True)
     assert json.loads(status.stdout) == {}
+
+
+def test_progress_counts_jobs_and_estimates_from_seconds_per_stage():
+    from harness.executors.sbatch import JobState
+    from harness.executors.slurm import Submitted, _progress, _seconds
+
+    assert [_seconds(t) for t in ("0:05", "1:02:03", "2-00:00:01")] == [5, 3723, 172801]
+    res = Resources(1, 1, 1, False)
+    done = Submitted(Job("prepare-x", ["p"], [], res), Path("."), "1", JobState("1", "COMPLETED", elapsed="0:20"),
+                     result="1/1 stages ok", ok=True)
+    running = Submitted(Job("a", ["e", "c", "r"], [], res), Path("."), "2", JobState("2", "RUNNING", elapsed="0:15"))
+    queued = Submitted(Job("b", ["e", "c", "r"], [], res), Path("."), "3",
+                       JobState("3", "PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n1"))
+    line = _progress([done, running, queued], time.monotonic())
+    # 20 s per stage: 3 × 20 − 15 for the running job, 3 × 20 for the queued one, one job running at a time
+    assert line.startswith("slurm: 1 queued · 1 running · 1 done · 0 failed · ETA ~105s · pending because: "
+                           "ReqNodeNotAvail, UnavailableNodes:n1 ("), line

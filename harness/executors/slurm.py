@@ -141,12 +141,13 @@ def _progress(submitted: list[Submitted], started: float) -> str:
     done = sum(1 for s in submitted if s.handled and s.ok)
     failed = len(submitted) - len(waiting) - done
     line = f"slurm: {len(queued)} queued · {len(running)} running · {done} done · {failed} failed"
-    finished = [_seconds(s.state.elapsed) for s in submitted if s.handled and s.state and s.state.elapsed]
+    finished = [s for s in submitted if s.handled and s.state and s.state.elapsed]
     if waiting and finished:
-        # the mean finished job as the cost of each job left, less what the running ones have done already,
-        # spread over as many jobs as are running now
-        mean = sum(finished) / len(finished)
-        left = mean * len(queued) + sum(max(0.0, mean - _seconds(s.state.elapsed or "0")) for s in running if s.state)
+        # seconds per stage of the finished jobs, times the stages each job left has, less what the running
+        # ones have done already, spread over as many jobs as are running now
+        per_stage = sum(_seconds(s.state.elapsed) for s in finished) / sum(len(s.job.stages) for s in finished)
+        done_already = {id(s): _seconds(s.state.elapsed) for s in running if s.state and s.state.elapsed}
+        left = sum(max(0.0, per_stage * len(s.job.stages) - done_already.get(id(s), 0.0)) for s in waiting)
         line += f" · ETA ~{left / max(1, len(running)):.0f}s"
     elif waiting:
         line += " · ETA once a job has finished"
@@ -154,6 +155,10 @@ def _progress(submitted: list[Submitted], started: float) -> str:
     if reasons:  # e.g. a drained node: ReqNodeNotAvail, or PartitionDown
         line += f" · pending because: {', '.join(sorted(reasons))}"
     return line + f" ({time.monotonic() - started:.0f}s elapsed)"
+
+
+def _counts(line: str) -> str:
+    return line.split(" · ETA")[0] + (line.split("pending because:")[1].split(" (")[0] if "pending" in line else "")
 
 
 def _unschedulable(waiting: list[Submitted]) -> bool:
@@ -181,7 +186,8 @@ def _watch(submitted: list[Submitted], started: float) -> None:
                 if ended:
                     _handle(ended)
             line = _progress(submitted, started)
-            if line.split(" (")[0] != shown.split(" (")[0] or time.monotonic() - shown_at > 60:
+            # a new line when the counts or a pending reason change, else once a minute (not every ETA tick)
+            if _counts(line) != _counts(shown) or time.monotonic() - shown_at > 60:
                 log.info("%s", line)
                 shown, shown_at = line, time.monotonic()
             waiting = [s for s in submitted if not s.handled]
@@ -268,8 +274,10 @@ def _report_without_result(s: Submitted) -> None:
         s.result = f"no result ({state}): failed records written"
     else:  # cancelled, node failure, preemption: nothing was measured, the runs are missing
         s.result = f"no result ({state}): runs missing"
-        log.error("slurm: job %s (%s) ended %s without a result; missing until re-run: %s", s.job_id, s.job.name,
-                  state, ", ".join(s.job.stale))
+        # DependencyNeverSatisfied: a prepare job it waited for failed (its failed records say why)
+        reason = f" ({s.state.reason})" if s.state and s.state.reason not in ("", "None") else ""
+        log.error("slurm: job %s (%s) ended %s%s without a result; missing until re-run: %s", s.job_id, s.job.name,
+                  state, reason, ", ".join(s.job.stale))
 
 
 def _record_executor_failure(run: Run, s: Submitted, message: str) -> None:
