@@ -288,3 +288,12 @@ def test_progress_counts_jobs_and_estimates_from_seconds_per_stage():
     # 20 s per stage: 3 × 20 − 15 for the running job, 3 × 20 for the queued one, one job running at a time
     assert line.startswith("slurm: 1 queued · 1 running · 1 done · 0 failed · ETA ~105s · pending because: "
                            "ReqNodeNotAvail, UnavailableNodes:n1 ("), line
+
+
+def test_without_the_slurm_commands_the_executor_says_what_is_missing(monkeypatch):
+    from harness.config import ConfigError
+    from harness.executors import sbatch
+
+    monkeypatch.setattr(sbatch.shutil, "which", lambda name: None if name == "sbatch" else f"/usr/bin/{name}")
+    with pytest.raises(ConfigError, match=r"sbatch not found"):
+        sbatch.require_slurm()

@@ -118,7 +118,12 @@ def _submit(jobs: list[Job], run_dir: Path, partition: Partition, snapshot: Snap
         script = job_script([*sbatch_options(job, partition), *extra], job_dir, root, snapshot,
                             os.environ.get("VISBENCH_SLURM_CONTAINER", "").strip())
         (job_dir / "job.sh").write_text(script)
-        job_id = sbatch.submit(script, [ids[key] for key in job.after])
+        try:
+            job_id = sbatch.submit(script, [ids[key] for key in job.after])
+        except RuntimeError as error:  # e.g. a bad VISBENCH_SLURM_OPTIONS: leave no job of this run behind
+            sbatch.cancel(list(ids.values()))
+            raise ConfigError(f"{error} (submitting {job.name}; the {len(ids)} jobs submitted before it were "
+                              f"cancelled; the script is {job_dir / 'job.sh'})") from None
         ids[job.key] = job_id
         submitted.append(Submitted(job, job_dir, job_id))
         log.info("slurm: submitted %s as job %s: %s", job.name, job_id, ", ".join(job.stages))
@@ -250,6 +255,8 @@ def _record_lost_runs(s: Submitted, outcome: dict, restored: set[str], verdict: 
     broke between stages, or the result could not be restored here); how many there were."""
     lost = 0
     for run in s.job.runs:
+        if run.stage not in s.job.stale:
+            continue  # up to date before the job: nothing of it was at stake
         if any(failure_path(stage).is_file() for stage in (run.prepare_stage, run.extract_stage, run.stage)):
             continue  # the stage's own failed records say what happened
         if verdict.get(run.stage):
@@ -269,7 +276,7 @@ def _record_lost_runs(s: Submitted, outcome: dict, restored: set[str], verdict: 
 def _report_without_result(s: Submitted) -> None:
     state = s.state.state if s.state else "UNKNOWN"
     if state in sbatch.FAILED:  # the job's own doing (time limit, memory, a crash): failed records
-        for run in s.job.runs:
+        for run in (run for run in s.job.runs if run.stage in s.job.stale):
             _record_executor_failure(run, s, f"job {s.job_id} ended {state} before returning a result; see {_log(s)}")
         s.result = f"no result ({state}): failed records written"
     else:  # cancelled, node failure, preemption: nothing was measured, the runs are missing
