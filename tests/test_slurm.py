@@ -297,3 +297,23 @@ def test_without_the_slurm_commands_the_executor_says_what_is_missing(monkeypatc
     monkeypatch.setattr(sbatch.shutil, "which", lambda name: None if name == "sbatch" else f"/usr/bin/{name}")
     with pytest.raises(ConfigError, match=r"sbatch not found"):
         sbatch.require_slurm()
+
+
+def test_failure_files_become_what_the_job_left(tmp_path, monkeypatch):
+    from harness.executors.restore import mirror_failure_files
+    from harness.paths import failure_path
+
+    monkeypatch.chdir(tmp_path)
+    files = tmp_path / "returned/files"
+    for stage, text in [("fixed", "old failure"), ("failed-again", "old failure"), ("never-reached", "old failure")]:
+        failure_path(stage).parent.mkdir(parents=True, exist_ok=True)
+        failure_path(stage).write_text(text)
+    (files / failure_path("failed-again")).parent.mkdir(parents=True)
+    (files / failure_path("failed-again")).write_text("new failure")
+    (files / failure_path("new-failure")).write_text("first failure")
+    mirror_failure_files({"fixed": "ok", "failed-again": "failed", "never-reached": "failed", "new-failure": "failed"},
+                         files)
+    assert not failure_path("fixed").exists()
+    assert failure_path("failed-again").read_text() == "new failure"
+    assert failure_path("never-reached").read_text() == "old failure"
+    assert failure_path("new-failure").read_text() == "first failure"

@@ -9,8 +9,8 @@
   here, `dvc commit` hashes dependencies, parameters and outputs in this workspace and writes the lock
   entry, and that entry must equal, field for field, the one DVC wrote in the job after running the stage.
   If it does not (this workspace changed while the job ran), the previous outputs and lock are put back.
-- Failure files: failures/<stage>.jsonl of each of the job's stages is made what it is in the job's result
-  (written, replaced or removed), as a local `dvc repro` of those stages would have left it.
+- Failure files: failures/<stage>.jsonl of each of the job's stages is made what the job left (written,
+  replaced, or removed for a stage it brought up to date), as a local `dvc repro` would have left it.
 """
 
 from __future__ import annotations
@@ -144,11 +144,12 @@ def _commit_and_compare(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
     return verdict
 
 
-def mirror_failure_files(stages: list[str], files: Path) -> None:
-    """failures/<stage>.jsonl of `stages` as the job left them: copied when the job has one, else removed."""
-    for stage in stages:
+def mirror_failure_files(outcome: dict[str, str], files: Path) -> None:
+    """failures/<stage>.jsonl of the job's stages as the job left them: the job's file when it has one; none for
+    a stage it brought up to date; and for a stage it never reached (no file, not ok), whatever was here."""
+    for stage, state in outcome.items():
         ours, theirs = failure_path(stage), files / failure_path(stage)
         if theirs.is_file():
             _install(theirs, ours)
-        else:
+        elif state == "ok":
             ours.unlink(missing_ok=True)
