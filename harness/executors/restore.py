@@ -95,8 +95,12 @@ def _differences(job: dict, here: dict) -> list[str]:
 def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, list[str]]:
     """Install each stage's returned outputs and `dvc commit` them; stage → differences from the job's lock
     entry (empty: committed). `returned`: stage → (the result's files folder, the job's lock entry)."""
+    incomplete = {stage: [out["path"] for out in entry.get("outs", []) if not (files / out["path"]).exists()]
+                  for stage, (files, entry) in returned.items()}
+    incomplete = {stage: missing for stage, missing in incomplete.items() if missing}
+    returned = {stage: item for stage, item in returned.items() if stage not in incomplete}
     if not returned:
-        return {}
+        return incomplete
     with tempfile.TemporaryDirectory(prefix="visbench-previous-outs-") as keep:
         previous: dict[str, list[tuple[Path, Path | None]]] = {}
         for stage, (files, entry) in returned.items():
@@ -128,7 +132,7 @@ def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
                 LOCK.write_bytes(lock_before)
             good = {stage: returned[stage] for stage in returned if stage not in bad}
             verdict.update(_commit_and_compare(good))
-    return verdict
+    return {**verdict, **incomplete}
 
 
 def _commit_and_compare(returned: dict[str, tuple[Path, dict]]) -> dict[str, list[str]]:

@@ -260,8 +260,8 @@ def _record_lost_runs(s: Submitted, outcome: dict, restored: set[str], verdict: 
         if any(failure_path(stage).is_file() for stage in (run.prepare_stage, run.extract_stage, run.stage)):
             continue  # the stage's own failed records say what happened
         if verdict.get(run.stage):
-            why = (f"this workspace differs from what job {s.job_id} ran on ({', '.join(verdict[run.stage][:3])}); "
-                   "re-run to recompute")
+            why = (f"the result of job {s.job_id} does not match this workspace ({', '.join(verdict[run.stage][:3])}"
+                   " differ or are missing: edited while the job ran?); re-run to recompute")
         elif outcome.get(run.stage) != "ok":
             why = f"job {s.job_id} ended without bringing the stage up to date; see {_log(s)}"
         elif run.stage in verdict:
