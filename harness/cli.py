@@ -6,6 +6,8 @@
     visbench-harness task=retrieval probes.retrieval.recall_at=[1,10]
                                                        an experiment (dvc exp), never the committed corpus
     visbench-harness grid=default dry_run=true         the plan and what DVC would run
+    visbench-harness executor=slurm grid=default       one SLURM job per backbone, results back through DVC
+                                                       (docs/cluster.md)
     visbench-harness list                              backbones (and their weights), tasks, datasets, grids
     visbench-harness verify [grid=… task=… backbone=…] re-run stages, diff against the corpus
     visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
@@ -28,7 +30,7 @@ from harness.config import ConfigError, load_params, parse_overrides
 from harness.registry import UnknownNameError
 
 log = logging.getLogger("visbench")
-RUN_KEYS = ["backbone", "build_site", "dry_run", "grid", "probes", "task"]
+RUN_KEYS = ["backbone", "build_site", "dry_run", "executor", "grid", "probes", "task"]
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task"]
 COMMANDS = ["list", "pipeline", "site", "verify"]
@@ -66,8 +68,10 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 
 def run_grid(overrides: dict) -> int:
+    from harness.executors import check_executor, run_stages
     from harness.run_report import find_failures, print_failures, stages_for
 
+    executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
@@ -80,15 +84,14 @@ def run_grid(overrides: dict) -> int:
         # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,
         # works on a fresh clone whose upstream outputs do not exist yet.
         return _dvc("status", *targets)
-    from harness.dvc_runner import repro_with_progress
-
-    # One DVC call for everything: the selected runs' stages in dependency order, then collect and site
-    # (--single-item: collect must not pull in the runs this invocation did not select).
-    code = repro_with_progress([*targets, "collect", "site"])
+    # Locally, one DVC call runs everything: the selected runs' stages in dependency order, then collect and
+    # site (--single-item: collect must not pull in the runs this invocation did not select).
+    code, collected = run_stages(executor, runs, targets)
     failed, upstream_failed = find_failures(runs, dvc_failed=code != 0)
     harness_errors = []
-    if upstream_failed:
-        # runs whose upstream stage failed got their failed records just now: collect them for the site
+    if upstream_failed or not collected:
+        # runs whose upstream stage failed got their failed records just now (or the stages ran elsewhere):
+        # collect them for the site
         if _dvc("repro", "--single-item", "collect", "site"):
             harness_errors.append("collect/site")
     elif code and not failed:

@@ -81,7 +81,8 @@ def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, st
             record = read_records(own)[0]
             failed.append((run, record.failure.phase, f"{record.failure.error_type}: {record.failure.message}"))
     if dvc_failed and not failed:
-        failed = [(run, "dvc", "DVC could not run this stage (see its output above)") for run in runs
+        failed = [(run, "dvc", "not brought up to date: DVC could not run it, or its job ended early (output above)")
+                  for run in runs
                   if not _locked_and_fresh(run)]
     return failed, upstream_failed
 

@@ -62,6 +62,14 @@ def test_unknown_values_name_valid_ones(capsys, override, kind, valid):
         assert name in err
 
 
+def test_unknown_executor_names_the_valid_ones(capsys):
+    code, _, err = _main(capsys, "executor=kubernetes")
+    assert code == 2 and err.count("\n") == 1
+    assert "unknown executor 'kubernetes'" in err and "local, slurm" in err
+    code, _, err = _main(capsys, "executor=slurm", "probes.retrieval.recall_at=[1]")
+    assert code == 2 and "local DVC experiment" in err
+
+
 def test_verify_rejects_run_only_keys(capsys):
     code, _, err = _main(capsys, "verify", "dry_run=true")
     assert code == 2 and "dry_run" in err

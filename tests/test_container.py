@@ -241,7 +241,7 @@ def test_the_entrypoint_runs_as_the_image_runs_it(image_tree: Path) -> None:
     typo = _run_in(image_tree, [*entrypoint, "tsk=edge"])
     assert typo.returncode == 2
     assert "unknown key 'tsk'" in typo.stderr
-    assert "Valid keys: backbone, build_site, dry_run, grid, probes, task" in typo.stderr
+    assert f"Valid keys: {', '.join(RUN_KEYS)}" in typo.stderr
     # `docker run visbench-harness task=edge`: the plan for every backbone's edge run, checked by DVC
     edge = _run_in(image_tree, [*entrypoint, "task=edge", "dry_run=true"])
     assert edge.returncode == 0, edge.stdout + edge.stderr

@@ -1,0 +1,42 @@
+"""Where the selected stages run: `executor=local` (one `dvc repro` in this workspace, the default) or
+`executor=slurm` (one SLURM job per backbone, each in its own checkout, results brought back through DVC).
+
+Either way the coordinator's workspace ends with the same dvc.lock entries, records and failure files, and
+`run_grid` then collects, builds the site and reports failures exactly as for a local run (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.config import ConfigError
+from harness.registry import unknown_name_message
+
+if TYPE_CHECKING:
+    from harness.plan import Run
+
+EXECUTORS = ["local", "slurm"]
+DEFAULT = "local"
+
+
+def check_executor(overrides: dict) -> str:
+    """The `executor=` value, validated before anything runs (a bad value exits 2 like any bad key)."""
+    executor = overrides.get("executor", DEFAULT)
+    if executor not in EXECUTORS:
+        raise ConfigError(unknown_name_message("executor", executor, EXECUTORS))
+    if executor != DEFAULT and "probes" in overrides:
+        # a probe override is a `dvc exp run` in this workspace; the cluster runs the committed pipeline only
+        raise ConfigError("probes.* overrides run as a local DVC experiment; drop executor= to run them")
+    return executor
+
+
+def run_stages(executor: str, runs: list[Run], targets: list[str]) -> tuple[int, bool]:
+    """Bring `targets` (the stages of `runs`, upstream first) up to date: (exit code, 0 when all are; whether
+    collect and site ran too, as the local executor's single `dvc repro` does)."""
+    if executor == "slurm":
+        from harness.executors.slurm import run_on_slurm
+
+        return run_on_slurm(runs), False
+    from harness.dvc_runner import repro_with_progress
+
+    return repro_with_progress([*targets, "collect", "site"]), True

@@ -1,0 +1,134 @@
+"""`python -m harness.executors.worker JOB_DIR`: the body of one SLURM job, run by the job's sbatch script in
+the job's own checkout of the coordinator's tree (JOB_DIR/checkout).
+
+1. `dvc repro --pull --keep-going STAGES`: upstream outputs come from the DVC remote (what another job or
+   the coordinator pushed; a stage whose run-cache entry is there is restored, never recomputed), the rest
+   runs here, exactly as the coordinator's `dvc repro` would run it.
+2. `dvc push --run-cache` of the cached stages that are now up to date: their outputs and run-cache entries
+   reach the remote, from which the coordinator restores them.
+3. The job's result goes to JOB_DIR/returned, written under a temporary name and renamed when complete, so
+   a job killed at any point leaves either a whole result or none: `outcome.json` (each stage ok or
+   failed, as `dvc status` says afterwards), this checkout's dvc.lock, the outputs of the probe stages that
+   are up to date (records and metrics are `cache: false` + `persist: true` outputs, which the run-cache
+   skips, so they travel as files) and the failure file of every stage of the job (failures/<stage>.jsonl).
+
+Exit status 1 when any stage is not up to date or the push failed: SLURM then marks the job FAILED, and
+jobs waiting on it (afterok) are cancelled instead of running on missing inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.paths import failure_path
+
+RETURNED = "returned"
+_STARTED = time.monotonic()
+
+
+def _dvc(args: list[str]) -> int:
+    """One DVC command, its output in the job's log, stamped with the seconds since the job started."""
+    print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join(args)}", flush=True)
+    return subprocess.run([sys.executable, "-m", "dvc", *args], check=False).returncode
+
+
+def stale_stages(stages: list[str]) -> set[str] | None:
+    """The stages `dvc status` reports as not up to date; None when DVC could not tell."""
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *stages], capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        print(out.stdout + out.stderr, flush=True)
+        return None
+    try:
+        return set(json.loads(out.stdout or "{}"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _link_outside_paths(links: list[list[str]]) -> None:
+    """params.yaml paths that leave the project (`../shared/data/…`) resolve from this checkout to where they
+    resolve from the coordinator's project: a symlink beside the checkout stands in for their first folder."""
+    for link, target in links:
+        where = Path(link)
+        if where.is_symlink() and os.readlink(where) == target:
+            continue
+        if where.exists() or where.is_symlink():
+            print(f"worker: {where} exists and is not a link to {target}; leaving it", flush=True)
+            continue
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.symlink_to(target)
+
+
+def _copy(source: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, destination)
+    else:
+        shutil.copy2(source, destination)
+
+
+def _probe_outputs(lock: dict, stage: str) -> list[str]:
+    return [out["path"] for out in lock.get("stages", {}).get(stage, {}).get("outs", [])]
+
+
+def write_returned(job_dir: Path, outcome: dict, probe_stages: list[str], all_stages: list[str]) -> Path:
+    """JOB_DIR/returned, complete or absent: built in a temporary folder beside it, then renamed."""
+    import yaml
+
+    lock_text = Path("dvc.lock").read_text() if Path("dvc.lock").is_file() else "stages: {}\n"
+    lock = yaml.safe_load(lock_text) or {}
+    staging = job_dir / f".{RETURNED}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "files").mkdir(parents=True)
+    for stage in probe_stages:
+        if outcome["stages"].get(stage) == "ok":
+            for path in _probe_outputs(lock, stage):
+                _copy(Path(path), staging / "files" / path)
+    for stage in all_stages:
+        failure = failure_path(stage)
+        if failure.is_file():
+            _copy(failure, staging / "files" / failure)
+    (staging / "dvc.lock").write_text(lock_text)
+    (staging / "outcome.json").write_text(json.dumps(outcome, indent=1, sort_keys=True))
+    final = job_dir / RETURNED
+    shutil.rmtree(final, ignore_errors=True)  # an earlier attempt of a requeued job
+    os.rename(staging, final)
+    return final
+
+
+def run(job_dir: Path) -> int:
+    spec = json.loads((job_dir / "spec.json").read_text())
+    started = time.time()
+    _link_outside_paths(spec["links"])
+    if (job_dir / "config.local").is_file():  # the coordinator's remote settings (and credentials' paths)
+        shutil.copy2(job_dir / "config.local", ".dvc/config.local")
+    stages: list[str] = spec["stages"]
+    checked = list(dict.fromkeys([*spec["prepare"], *stages]))
+    repro = _dvc(["repro", "--pull", "--keep-going", *stages])
+    stale = stale_stages(checked)
+    status = {stage: "ok" if stale is not None and stage not in stale else "failed" for stage in checked}
+    cached_ok = [s for s in checked if status[s] == "ok" and s not in spec["probe_stages"]]
+    push = _dvc(["push", "--run-cache", *cached_ok]) if cached_ok else 0
+    if push != 0:  # outputs that never reached the remote cannot be restored by the coordinator
+        status.update({stage: "failed" for stage in cached_ok})
+    outcome = {"stages": status, "repro_exit": repro, "push_exit": push, "host": socket.gethostname(),
+               "job_id": os.environ.get("SLURM_JOB_ID"), "started": started, "finished": time.time()}
+    write_returned(job_dir, outcome, spec["probe_stages"], checked)
+    failed = sorted(stage for stage, state in status.items() if state != "ok")
+    print(f"[{time.monotonic() - _STARTED:.0f}s] worker: {len(status) - len(failed)} of {len(status)} stages up to date"
+          + (f"; not: {', '.join(failed)}" if failed else ""), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m harness.executors.worker JOB_DIR", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(run(Path(sys.argv[1]).resolve()))
