@@ -127,6 +127,7 @@ def connect_corpus(records: list[Record], attempts: list[Record] = ()) -> duckdb
         if (b := r.backbone) is not None
     }
     _insert(con, "backbones", list(backbone_rows.values()))
+    con.execute(_LAYER_SET_MACRO)
     con.execute(_BOARD_ROWS_VIEW)
     return con
 
@@ -198,7 +199,15 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = N
 
 # -- boards ------------------------------------------------------------------------------------------
 
-# One board per comparability key over ok runs. The board's direction is the headline metric's
+# A layer set as a reader says it: "last layer" (layers null, the default), "layers 3", "layers 1,2,3".
+_LAYER_SET_MACRO = """
+CREATE MACRO layer_set(layers) AS
+    CASE WHEN layers = 'null' THEN 'last layer' ELSE 'layers ' || trim(layers, '[]') END
+"""
+
+# One board per comparability key over ok runs. A row is a run: a backbone with the layer set its
+# features were read from (`layers` is not in the key), labelled "name · layers 3" where the board holds
+# more than one layer set of that backbone, else by the name alone. The board's direction is the headline metric's
 # `higher_is_better`; RANK() gives tied values the same rank and skips the next (1, 1, 3). Controls
 # are ranked in their own partition and never receive a rank, so a random-init control can neither
 # take nor push down a pretrained backbone's place.
@@ -237,7 +246,11 @@ ranked AS (
               AND p.headline_value IS NOT NULL AND p.sort_value < s.sort_value) AS better_count
     FROM scored s
 )
-SELECT comparability_key, run_id, backbone_name, backbone_identity, control, headline_value, sort_value,
+SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers,
+       layer_set(layers) AS layer_set,
+       CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
+            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label,
+       headline_value, sort_value,
        CASE WHEN NOT control AND headline_value IS NOT NULL THEN partition_rank END AS rank,
        ranked_count,
        CASE WHEN headline_value IS NOT NULL AND ranked_count > 0
@@ -250,10 +263,10 @@ WITH run_metrics AS (
     SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
     FROM metrics GROUP BY run_id
 )
-SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.headline_value,
-       b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
+SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.layers, b.layer_set,
+       b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
-ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name, b.run_id
+ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name, b.layers, b.run_id
 """
 
 _BOARDS_SQL = f"""
@@ -262,13 +275,16 @@ SELECT comparability_key,
        min(protocol_params) AS protocol_params,
        min(dataset_name) AS dataset_name, min(dataset_identity) AS dataset_identity, min(split) AS split,
        min(pooling_requested) AS pooling_requested, min(feature_mode) AS feature_mode,
-       min(layers) AS layers, min(precision) AS precision, min(image_size) AS image_size,
+       min(precision) AS precision,
+       -- not in the key: each backbone's own input size, and the layer sets its rows were read from
+       list(DISTINCT image_size ORDER BY image_size) FILTER (WHERE image_size IS NOT NULL) AS image_sizes,
+       list(DISTINCT layer_set(layers) ORDER BY layer_set(layers)) AS layer_sets,
        min(headline_metric) AS headline_metric,
        count(DISTINCT headline_metric) AS headline_metrics
 FROM records WHERE status = 'ok' AND k_shot IS NULL
 GROUP BY comparability_key
 ORDER BY min({LEVEL_ORDER}), task, dataset_name, split, protocol, pooling_requested, feature_mode,
-         layers, precision, image_size NULLS FIRST, comparability_key
+         precision, comparability_key
 """
 
 # Every metric seen on a board, headline first, then by name, with the direction runs agree on.
@@ -384,11 +400,11 @@ def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> l
 
 def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
     return fetch(con, f"""
-        SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value,
-               k_shot, seed
+        SELECT run_id, task, level, dataset_name, split, layer_set(layers) AS layer_set, precision, status,
+               headline_metric, headline_value, k_shot, seed
         FROM records WHERE backbone_name = ?
-        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, k_shot NULLS FIRST,
-                 seed, run_id
+        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, layers, precision,
+                 k_shot NULLS FIRST, seed, run_id
     """, [backbone_name])
 
 

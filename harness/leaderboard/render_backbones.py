@@ -41,8 +41,10 @@ def render_backbone_page(
         "never ranked." if control else "Control: no (pretrained weights).",
         "",
     ]
+    lines += _rank_profile(summary["backbone_name"], analysis)
+    # The identity blocks (hashes, weight pins, preprocessing) after what a visitor came for: the results.
     if not identities:
-        lines += ["No identity recorded: every run of this backbone failed before it was built.", ""]
+        lines += ["## Identity", "", "No identity recorded: every run of this backbone failed before it was built.", ""]
     for identity in identities:
         lines += [f"## Identity {code(identity['identity'])}", "", "### Weights", ""]
         lines += key_value_table(weights_items(identity["weights"]))
@@ -51,13 +53,12 @@ def render_backbone_page(
         lines += ["", "### Preprocessing", ""]
         lines += key_value_table(sorted(identity["preprocess"].items()))
         lines.append("")
-    lines += _rank_profile(summary["backbone_name"], analysis)
     lines += ["## Runs", ""]
     lines += table(
-        ["Task", "Dataset", "Split", "Training", "Precision", "Status", "Headline metric", "Value", "Run"],
-        [[task_link(r["task"], "../"), cell(r["dataset_name"]), cell(r["split"]),
+        ["Task", "Dataset", "Split", "Layers", "Training", "Precision", "Status", "Headline metric", "Value", "Run"],
+        [[task_link(r["task"], "../"), cell(r["dataset_name"]), cell(r["split"]), cell(r["layer_set"]),
           "full split" if r["k_shot"] is None else f"k={r['k_shot']}, seed {r['seed']}", cell(r["precision"]),
-          r["status"], cell(r["headline_metric"]), number(r["headline_value"]), run_link(r["run_id"], "../")]
+          r["status"], cell(r["headline_metric"]), number(r["headline_value"]), run_link(r, "../")]
          for r in runs],
     )
     return page(lines)
@@ -65,22 +66,24 @@ def render_backbone_page(
 
 def _rank_profile(name: str, analysis: Analysis) -> list[str]:
     lines = ["## Rank profile", ""]
-    row = next((r for r in analysis.heatmap if r.backbone_name == name), None)
-    if row is not None and row.aggregate is not None:
-        lines.append(f"Mean normalised rank over all {len(analysis.columns)} boards of the heatmap: "
-                     f"**{short(row.aggregate)}** (0 = best, 1 = worst).")
-    elif row is not None and row.control:
-        lines.append(f"Mean normalised rank: {NO_AGGREGATE}. Controls are never ranked or aggregated; their "
-                     "normalised rank is where they would fall among the pretrained backbones.")
-    elif row is not None:
-        missing = ", ".join(
-            board_link(f"{analysis.stats[key].code} {analysis.stats[key].label}", analysis.board(key)["task"], key,
-                       "../")
-            for key in _in_column_order(analysis, row.missing)
-        )
-        lines.append(f"Mean normalised rank: {NO_AGGREGATE}. It is shown only for a backbone with a result on "
-                     f"every board of the heatmap, and this one has none on {missing}.")
-    lines.append("")
+    for row in (r for r in analysis.rows if r.backbone_name == name):
+        who = f"{cell(row.label)}: m" if row.label != name else "M"
+        if row.aggregate is not None:
+            lines.append(f"{who}ean normalised rank over all {len(analysis.columns)} boards of the "
+                         f"[cross-task table](../index.md#cross-task): **{short(row.aggregate)}** "
+                         "(0 = best, 1 = worst).")
+        elif row.control:
+            lines.append(f"{who}ean normalised rank: {NO_AGGREGATE}. Controls are never ranked or aggregated; their "
+                         "normalised rank is where they would fall among the pretrained rows.")
+        else:
+            missing = ", ".join(
+                board_link(f"{analysis.stats[key].code} {analysis.stats[key].label}", analysis.board(key)["task"],
+                           key, "../")
+                for key in _in_column_order(analysis, row.missing)
+            )
+            lines.append(f"{who}ean normalised rank: {NO_AGGREGATE}. It is shown only for a row with a result on "
+                         f"every board of the cross-task table, and this one has none on {missing}.")
+        lines.append("")
     entries = []
     for board in analysis.boards:
         stats = analysis.stats[board["comparability_key"]]
@@ -92,16 +95,62 @@ def _rank_profile(name: str, analysis: Analysis) -> list[str]:
                 MISSING if board_row["rank"] is None else f"{board_row['rank']} of {ranked}")
             entries.append([
                 board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], "../"),
-                cell(board["headline_metric"]),
+                cell(board_row["layer_set"]), cell(board["headline_metric"]),
                 with_interval(board_row["headline_value"],
                               analysis.intervals.get((board_row["run_id"], board["headline_metric"]))),
                 rank, short(board_row["normalised_rank"]), stats.groups.get(board_row["run_id"], MISSING),
-                run_link(board_row["run_id"], "../"),
+                run_link({"run_id": board_row["run_id"], "task": board["task"]}, "../"),
             ])
     if not entries:
         return [*lines, "No successful runs, so no board places this backbone.", ""]
-    header = ["Board", "Headline", "Value [95% CI]", "Rank", "Normalised rank", "Tie group", "Run"]
-    return [*lines, *table(header, entries), ""]
+    header = ["Board", "Layers", "Headline", "Value [95% CI]", "Rank", "Normalised rank", "Tie group", "Run"]
+    return [*lines, '<div class="vb-pinned" markdown>', "", *table(header, entries), "", "</div>", "",
+            *_layer_profile(name, analysis)]
+
+
+def _layer_profile(name: str, analysis: Analysis) -> list[str]:
+    """Per board, the headline of each layer set the backbone was probed with: how the answer depends on
+    the depth the features came from. Only for a backbone recorded with more than one layer set."""
+    layer_sets = sorted({r["layer_set"] for b in analysis.boards for r in b["rows"] if r["backbone_name"] == name},
+                        key=_layer_order)
+    if len(layer_sets) < 2:
+        return []
+    rows = []
+    for board in analysis.boards:
+        mine = [r for r in board["rows"] if r["backbone_name"] == name]
+        if not mine:
+            continue
+        stats = analysis.stats[board["comparability_key"]]
+        best = {}  # a layer set's best-placed run, as in the cross-task table
+        for row in mine:
+            best.setdefault(row["layer_set"], row)  # board rows come best first
+        cells = []
+        for layer_set in layer_sets:
+            row = best.get(layer_set)
+            if row is None:
+                cells.append(NO_AGGREGATE)
+                continue
+            text = number(row["headline_value"])
+            if row["rank"] is not None:
+                text += f" (rank {row['rank']})"
+            cells.append(f"**{text}**" if row is mine[0] and len(best) > 1 else text)
+        rows.append([board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], "../"),
+                     cell(f"{board['headline_metric']} ({'higher' if board['higher_is_better'] else 'lower'} better)"),
+                     *cells])
+    return ["## Per-layer profile { #per-layer-profile }", "",
+            "The headline on each board for every layer set this backbone was probed with (rank on the board in "
+            f"brackets; the best of its layer sets in bold; {NO_AGGREGATE}: not run with that layer set). Each layer "
+            "set is its own row on the boards, so the ranks compare it with every other row there.", "",
+            '<div class="vb-pinned" markdown>', "",
+            *table(["Board", "Headline", *(cell(s) for s in layer_sets)], rows), "", "</div>", ""]
+
+
+def _layer_order(layer_set: str) -> tuple[int, list[int], str]:
+    """"last layer" first (the default), then explicit sets by their layer numbers."""
+    if layer_set == "last layer":
+        return (0, [], layer_set)
+    numbers = [int(n) for n in layer_set.removeprefix("layers ").split(",") if n.strip().lstrip("-").isdigit()]
+    return (1, numbers, layer_set)
 
 
 def _in_column_order(analysis: Analysis, keys: list[str]) -> list[str]:
