@@ -28,11 +28,11 @@ SUMS = "SHA256SUMS"
 
 # name → (what one row is, the query). Per-sample scores are long: one row per run, sample and metric.
 TABLES = {
-    "corpus": ("one run: what was run, on what, its headline and its comparability key",
+    "corpus": ("run (what was run, on what, its headline and its comparability key)",
                "SELECT * FROM records ORDER BY run_id"),
-    "metrics": ("one metric of one run, with its direction and `verify` tolerance",
+    "metrics": ("metric of a run, with its direction and verify tolerance",
                 "SELECT * FROM metrics ORDER BY run_id, metric"),
-    "samples": ("one per-sample score: run, the sample's row in its file, its id, the metric, the value",
+    "samples": ("per-sample score (run, the sample's row in its file, its id, the metric, the value)",
                 "SELECT run_id, row_index, sample_id, metric, value FROM samples ORDER BY run_id, metric, row_index"),
 }
 # (format, file suffix, COPY options); gzip where a table is large enough to matter in git.

@@ -43,24 +43,25 @@ def render_downloads_page(files: dict[str, bytes], facts: dict[str, dict[str, An
         "## Files { #files }",
         "",
     ]
-    rows = [[f"[{RECORDS_FILE}]({DOWNLOADS_DIR}/{RECORDS_FILE})", "JSON lines", "the run records, complete",
-             str(runs), f"{len(files[RECORDS_FILE]):,}", code(corpus_sha)]]
-    for name, (what, _) in TABLES.items():
+    # What each table holds is said once, under Columns; here, what a reader checks: size and digest.
+    rows = [[f"[{RECORDS_FILE}]({DOWNLOADS_DIR}/{RECORDS_FILE})", "JSON lines", str(runs),
+             f"{len(files[RECORDS_FILE]):,}", code(corpus_sha)]]
+    for name in TABLES:
         for fmt, suffix, _ in FORMATS[name]:
             file = f"{name}{suffix}"
-            rows.append([f"[{file}]({DOWNLOADS_DIR}/{file})", fmt, f"one row per {cell(what)}",
-                         str(facts[name]["rows"]), f"{len(files[file]):,}", code(sha256(files[file]))])
-    rows.append([f"[{SUMS}]({DOWNLOADS_DIR}/{SUMS})", "text", "the SHA-256 of every file above", MISSING,
-                 f"{len(files[SUMS]):,}", code(sha256(files[SUMS]))])
+            rows.append([f"[{file}]({DOWNLOADS_DIR}/{file})", fmt, str(facts[name]["rows"]), f"{len(files[file]):,}",
+                         code(sha256(files[file]))])
+    rows.append([f"[{SUMS}]({DOWNLOADS_DIR}/{SUMS})", "text", MISSING, f"{len(files[SUMS]):,}",
+                 code(sha256(files[SUMS]))])
     lines += ['<div class="vb-pinned vb-downloads" markdown>', "",
-              *table(["File", "Format", "Contents", "Rows", "Bytes", "SHA-256"], rows), "", "</div>", ""]
+              *table(["File", "Format", "Rows", "Bytes", "SHA-256"], rows), "", "</div>", ""]
     lines += ["Read them with anything that reads CSV, Parquet or JSON; for example:", "", "```python",
               "import duckdb", "", 'duckdb.sql("SELECT task, backbone_name, headline_metric, headline_value "',
               '           "FROM \'corpus.parquet\' WHERE status = \'ok\' ORDER BY task")', "```", ""]
     lines += ["## Columns { #columns }", ""]
-    for name in TABLES:
+    for name, (what, _) in TABLES.items():
         columns = ", ".join(f"{code(column)} ({kind.lower()})" for column, kind in facts[name]["columns"])
-        lines += [f"**{name}**: {columns}.", ""]
+        lines += [f"**{name}**, one row per {what}: {columns}.", ""]
     lines += ["Nested values (protocol parameters, dataset parameters, layers) are canonical JSON text, so "
               "equal values compare equal. The comparability key is the board a run is ranked on; the "
               "per-sample `row_index` is the sample's row in its run's file, the order the bootstrap resamples.", ""]

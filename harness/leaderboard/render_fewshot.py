@@ -61,7 +61,7 @@ def render_curve(curve: dict[str, Any], label: str) -> list[str]:
         name = backbone_link(line["backbone_name"], "../", line["row_label"])
         name += " (control)" if line["control"] else ""
         rows.append([name, *(_cell(by_k.get(k)) for k in ks)])
-    lines += table(["Backbone", *(f"k={k}" for k in ks)], rows)
+    lines += ['<div class="vb-pinned" markdown>', "", *table(["Backbone", *(f"k={k}" for k in ks)], rows), "", "</div>"]
     lines += ["", f"Each cell: {cell(headline)} ({'higher' if curve['higher_is_better'] else 'lower'} is better), "
               "mean ± sample standard deviation over the subset seeds that succeeded (n); a failed seed is listed "
               "under Failed runs, never filled in.", ""]
