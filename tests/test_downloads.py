@@ -189,3 +189,21 @@ def test_dvc_draws_the_plots(project, tmp_path):
     assert any(name.startswith("docs/plots/data/curves/") for name in plots)
     assert any(name.startswith("docs/plots/data/boards/") for name in plots)
     assert all(entry[0]["type"] == "vega" for entry in plots.values())
+
+
+def test_release_stage_regenerates_cuts_and_refuses_twice(project, monkeypatch, capsys):
+    """`python -m harness.stages.release v1`, what `visbench-harness release v1` runs, on a project folder."""
+    from harness.records import write_records
+    from harness.stages import release
+
+    corpus, root = project
+    monkeypatch.chdir(root)
+    write_records(Path("leaderboard/corpus.jsonl"), sorted(corpus, key=lambda r: r.run_id))
+    assert release.main(["v1"]) == 0
+    v1 = Path("docs/releases/v1")
+    assert (v1 / "SHA256SUMS").read_bytes() == Path("docs/downloads/SHA256SUMS").read_bytes()
+    assert "| v1 |" in Path("docs/downloads.md").read_text()  # the site was regenerated after the cut
+    before = {p.name: p.read_bytes() for p in v1.iterdir()}
+    assert release.main(["v1"]) == 2 and "never overwritten" in capsys.readouterr().err
+    assert release.main(["one"]) == 2
+    assert {p.name: p.read_bytes() for p in v1.iterdir()} == before
