@@ -18,7 +18,7 @@ import duckdb
 
 from harness import paths
 from harness.atomic import write_bytes_atomic
-from harness.leaderboard import db, db_compare, db_fewshot, downloads, plot_data, releases
+from harness.leaderboard import db, db_compare, db_fewshot, db_summaries, downloads, plot_data, releases
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
 from harness.leaderboard.plots import agreement_svg
@@ -75,10 +75,10 @@ def _add(pages: dict[str, Content], path: str, content: Content, what: str) -> N
 
 def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, docs_dir: Path) -> dict[str, Content]:
     analysis = analyse(con, records, root)
-    levels = db.level_summary(con)
-    tasks = db.task_summary(con)
-    backbones = db.backbone_summary(con)
-    all_failed = db.failed_runs(con)
+    levels = db_summaries.level_summary(con)
+    tasks = db_summaries.task_summary(con)
+    backbones = db_summaries.backbone_summary(con)
+    all_failed = db_summaries.failed_runs(con)
     curves = db_fewshot.curves(con)
     labels = curve_labels(curves)
     frozen = releases.releases(docs_dir)
@@ -111,7 +111,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
             pages[curve_plot_path(curve)] = curve_svg(curve, labels[curve["curve_key"]])
     for backbone in backbones:
         name = backbone["backbone_name"]
-        page = render_backbone_page(backbone, db.backbone_identities(con, name), db.backbone_runs(con, name), analysis)
+        page = render_backbone_page(backbone, db_summaries.backbone_identities(con, name),
+                                    db_summaries.backbone_runs(con, name), analysis)
         _add(pages, f"backbones/{page_stem(name)}.md", page, f"backbone {name!r}")
     for record in sorted(records, key=lambda r: r.run_id):
         _add(pages, run_path(run_fields(record)), render_run_page(record, analysis), f"run {record.run_id!r}")
