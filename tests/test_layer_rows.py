@@ -149,8 +149,14 @@ def test_learning_curves_draw_a_line_per_layer_set():
                for layers in (None, [3]) for k in (1, 2) for seed in (0, 1)]
     (curve,) = curves(connect_corpus(records))
     assert [line["row_label"] for line in curve["lines"]] == [
-        "efficientnet_lite0 · layers 3", "efficientnet_lite0 · last layer"]  # by layers' JSON, as boards break ties
+        "efficientnet_lite0 · last layer", "efficientnet_lite0 · layers 3"]  # the default first, then by layer
     assert all(len(line["points"]) == 2 for line in curve["lines"])
+    # The backbone page lists them per curve and layer set, not per (k, seed) run.
+    page = rendered_pages(records)["backbones/efficientnet_lite0.md"]
+    few = page.split("## Few-shot runs")[1]
+    assert [r[3:8] for r in rows_of(few, "| [depth]")] == [["last layer", "1, 2", "0, 1", "4", "0"],
+                                                          ["layers 3", "1, 2", "0, 1", "4", "0"]]
+    assert "No full-split runs." in page and "k=1, seed" not in page
 
 
 def test_board_codes_come_from_the_key_and_never_renumber(layered):

@@ -200,9 +200,11 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = N
 # -- boards ------------------------------------------------------------------------------------------
 
 # A layer set as a reader says it: "last layer" (layers null, the default), "layers 3", "layers 1,2,3".
+# Layer sets sort by their layer numbers, the default (NULL here) first: ORDER BY layer_order(layers) NULLS FIRST.
 _LAYER_SET_MACRO = """
 CREATE MACRO layer_set(layers) AS
-    CASE WHEN layers = 'null' THEN 'last layer' ELSE 'layers ' || trim(layers, '[]') END
+    CASE WHEN layers = 'null' THEN 'last layer' ELSE 'layers ' || trim(layers, '[]') END;
+CREATE MACRO layer_order(layers) AS from_json(layers, '["BIGINT"]');
 """
 
 # One board per comparability key over ok runs. A row is a run: a backbone with the layer set its
@@ -266,7 +268,8 @@ WITH run_metrics AS (
 SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.layers, b.layer_set,
        b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
-ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name, b.layers, b.run_id
+ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name,
+         layer_order(b.layers) NULLS FIRST, b.run_id
 """
 
 _BOARDS_SQL = f"""
@@ -278,7 +281,10 @@ SELECT comparability_key,
        min(precision) AS precision,
        -- not in the key: each backbone's own input size, and the layer sets its rows were read from
        list(DISTINCT image_size ORDER BY image_size) FILTER (WHERE image_size IS NOT NULL) AS image_sizes,
-       list(DISTINCT layer_set(layers) ORDER BY layer_set(layers)) AS layer_sets,
+       (SELECT list(layer_set(l) ORDER BY layer_order(l) NULLS FIRST) FROM (
+            SELECT DISTINCT layers AS l FROM records s
+            WHERE s.comparability_key = records.comparability_key AND s.status = 'ok' AND s.k_shot IS NULL)
+       ) AS layer_sets,
        min(headline_metric) AS headline_metric,
        count(DISTINCT headline_metric) AS headline_metrics
 FROM records WHERE status = 'ok' AND k_shot IS NULL

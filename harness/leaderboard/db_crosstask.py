@@ -45,7 +45,7 @@ GROUP BY backbone_name, layers
 
 def board_cells(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Every (board, backbone, layer set) cell, with its run, rank, headline and normalised rank."""
-    return fetch(con, f"{CELLS_CTE} ORDER BY comparability_key, backbone_name, layers")
+    return fetch(con, f"{CELLS_CTE} ORDER BY comparability_key, backbone_name, layer_order(layers) NULLS FIRST")
 
 
 def row_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -70,7 +70,7 @@ def row_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         LEFT JOIN cells c ON c.backbone_name = n.backbone_name AND c.layers = n.layers
                          AND c.comparability_key = col.comparability_key
         GROUP BY n.backbone_name, n.layers, n.row_label, n.control
-        ORDER BY n.backbone_name, n.layers
+        ORDER BY n.backbone_name, layer_order(n.layers) NULLS FIRST
     """)
     for row in rows:
         row["ranks"] = row["ranks"] or []  # a list aggregate over no rows is NULL

@@ -56,7 +56,7 @@ SELECT curve_key, backbone_name, layers,
        list_avg(headline_values) AS mean, list_aggregate(headline_values, 'stddev_samp') AS sd,
        list_min(headline_values) AS low, list_max(headline_values) AS high
 FROM seeds
-ORDER BY curve_key, control, backbone_name, layers, k_shot
+ORDER BY curve_key, control, backbone_name, layer_order(layers) NULLS FIRST, k_shot
 """
 
 

@@ -72,12 +72,30 @@ def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> l
 
 
 def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
+    """The backbone's full-split runs; its few-shot runs are summarised per curve by `backbone_curves`."""
     return fetch(con, f"""
         SELECT run_id, task, level, dataset_name, split, layer_set(layers) AS layer_set, precision, status,
                headline_metric, headline_value, k_shot, seed
-        FROM records WHERE backbone_name = ?
-        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, layers, precision,
-                 k_shot NULLS FIRST, seed, run_id
+        FROM records WHERE backbone_name = ? AND k_shot IS NULL
+        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST,
+                 layer_order(layers) NULLS FIRST, precision, run_id
+    """, [backbone_name])
+
+
+def backbone_curves(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
+    """The backbone's few-shot runs, one row per learning curve and layer set: the k values and seeds run,
+    how many runs succeeded and failed. A failed run before its dataset was read has no curve key; those
+    are counted on a row of their own per task."""
+    return fetch(con, f"""
+        SELECT task, min(level) AS level, curve_key, min(dataset_name) AS dataset_name, min(split) AS split,
+               layer_set(layers) AS layer_set, list(DISTINCT k_shot ORDER BY k_shot) AS k_shots,
+               list(DISTINCT seed ORDER BY seed) AS seeds,
+               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
+               count(*) FILTER (WHERE status = 'failed') AS failed_runs
+        FROM records WHERE backbone_name = ? AND k_shot IS NOT NULL
+        GROUP BY task, curve_key, layers
+        ORDER BY min({LEVEL_ORDER}), task, dataset_name NULLS LAST, split NULLS LAST, curve_key NULLS LAST,
+                 layer_order(layers) NULLS FIRST
     """, [backbone_name])
 
 

@@ -112,7 +112,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     for backbone in backbones:
         name = backbone["backbone_name"]
         page = render_backbone_page(backbone, db_summaries.backbone_identities(con, name),
-                                    db_summaries.backbone_runs(con, name), analysis)
+                                    db_summaries.backbone_runs(con, name), db_summaries.backbone_curves(con, name),
+                                    analysis)
         _add(pages, f"backbones/{page_stem(name)}.md", page, f"backbone {name!r}")
     for record in sorted(records, key=lambda r: r.run_id):
         _add(pages, run_path(run_fields(record)), render_run_page(record, analysis), f"run {record.run_id!r}")

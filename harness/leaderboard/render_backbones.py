@@ -14,12 +14,14 @@ from harness.leaderboard.markdown import (
     key_value_table,
     number,
     page,
+    page_stem,
     run_link,
     short,
     table,
     task_link,
     with_interval,
 )
+from harness.leaderboard.render_fewshot import curve_anchor
 
 WEIGHTS_FIELDS = ("kind", "source", "location", "revision", "file_sha256", "state_sha256", "seed")
 
@@ -31,7 +33,8 @@ def weights_items(weights: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def render_backbone_page(
-    summary: dict[str, Any], identities: list[dict[str, Any]], runs: list[dict[str, Any]], analysis: Analysis
+    summary: dict[str, Any], identities: list[dict[str, Any]], runs: list[dict[str, Any]],
+    curves: list[dict[str, Any]], analysis: Analysis,
 ) -> str:
     control = summary["control"]
     lines = [
@@ -55,12 +58,21 @@ def render_backbone_page(
         lines.append("")
     lines += ["## Runs", ""]
     lines += table(
-        ["Task", "Dataset", "Split", "Layers", "Training", "Precision", "Status", "Headline metric", "Value", "Run"],
+        ["Task", "Dataset", "Split", "Layers", "Precision", "Status", "Headline metric", "Value", "Run"],
         [[task_link(r["task"], "../"), cell(r["dataset_name"]), cell(r["split"]), cell(r["layer_set"]),
-          "full split" if r["k_shot"] is None else f"k={r['k_shot']}, seed {r['seed']}", cell(r["precision"]),
-          r["status"], cell(r["headline_metric"]), number(r["headline_value"]), run_link(r, "../")]
-         for r in runs],
-    )
+          cell(r["precision"]), r["status"], cell(r["headline_metric"]), number(r["headline_value"]),
+          run_link(r, "../")] for r in runs],
+    ) if runs else ["No full-split runs."]
+    if curves:
+        # One row per learning curve, not per (k, seed) run: each run's page is a click away on the task page.
+        lines += ["", "## Few-shot runs", "", *table(
+            ["Task", "Dataset", "Split", "Layers", "k", "Seeds", "OK runs", "Failed runs", "Curve"],
+            [[task_link(c["task"], "../"), cell(c["dataset_name"]), cell(c["split"]), cell(c["layer_set"]),
+              ", ".join(str(k) for k in c["k_shots"]), ", ".join(str(seed) for seed in c["seeds"]), str(c["ok_runs"]),
+              str(c["failed_runs"]),
+              MISSING if c["curve_key"] is None or not c["ok_runs"] else
+              f"[learning curve](../tasks/{page_stem(c['task'])}.md#{curve_anchor(c['curve_key'])})"]
+             for c in curves])]
     return page(lines)
 
 
