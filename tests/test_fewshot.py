@@ -338,7 +338,8 @@ def test_the_site_draws_the_curve_and_keeps_fewshot_runs_off_the_boards(fewshot_
         # grouped under the curve's folder in the navigation, and kept out of the search index
         folder = f"runs/classification/few-shot-{record.dataset.name}-{record.dataset.split}"
         run_page = pages[f"{folder}/{record.run_id.replace('@', '-at-')}.md"]
-        assert run_page.startswith(f"---\n{FRONT_MATTER_HEADER}\nsearch:\n  exclude: true\n---\n")
+        title = f'title: "{record.backbone_name}, k={record.k_shot}, seed {record.seed}"'
+        assert run_page.startswith(f"---\n{FRONT_MATTER_HEADER}\n{title}\nsearch:\n  exclude: true\n---\n")
         assert f"dvc repro g-classification@{BACKBONE}\n" in run_page
         assert f"#curve-{curve['curve_key']})" in run_page
     assert "search:" not in pages[f"runs/classification/{full.run_id.replace('@', '-at-')}.md"]

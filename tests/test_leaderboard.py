@@ -507,6 +507,8 @@ def test_provenance_page(sampled):
     # Every board row links to its provenance page.
     depth = pages["tasks/depth.md"]
     assert "[record](../runs/depth/dinov2_vitb14-depth-nyuv2.md)" in depth  # the failed-runs table too
+    # A short title for the navigation (the backbone and its grid); the heading stays the run id.
+    assert page.startswith(f'---\n{FRONT_MATTER_HEADER}\ntitle: "resnet50 (resnet50)"\n---\n')
     # A run page sits two folders down, and links back up accordingly.
     assert "backbone [resnet50](../../backbones/resnet50.md)." in page
 

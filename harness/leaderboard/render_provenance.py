@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -63,8 +64,7 @@ def run_fields(record: Record) -> dict[str, Any]:
 
 
 def render_run_page(record: Record, analysis: Analysis) -> str:
-    """The run's page, to be written at `run_path(run_fields(record))`. A few-shot run's page is left out of
-    the search index: dozens of near-identical (k, seed) pages would bury the task and board pages."""
+    """The run's page, to be written at `run_path(run_fields(record))`."""
     prefix = "../" * run_path(run_fields(record)).count("/")
     lines = [
         f"# {cell(record.run_id)}",
@@ -105,7 +105,17 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
     lines += ["## Environment", ""]
     lines += key_value_table([(name, getattr(record.environment, name)) for name in ENVIRONMENT_FIELDS])
     lines += ["", f"Schema version {record.schema_version}; duration {record.duration_s:.3f} s."]
-    return page(lines, ["search:", "  exclude: true"] if record.k_shot is not None else [])
+    return page(lines, _front_matter(record))
+
+
+def _front_matter(record: Record) -> list[str]:
+    """A short title for the navigation, which already groups run pages by task (and few-shot runs by curve):
+    the backbone and grid, or the backbone, k and seed; the page's heading stays the run id. A few-shot run's
+    page is left out of search: dozens of near-identical (k, seed) pages would bury the task and board pages."""
+    if record.k_shot is None:
+        return [f"title: {json.dumps(f'{record.backbone_name} ({grid_of(record.run_id)})')}"]
+    title = f"{record.backbone_name}, k={record.k_shot}, seed {record.seed}"
+    return [f"title: {json.dumps(title)}", "search:", "  exclude: true"]
 
 
 def _placement(record: Record, analysis: Analysis, prefix: str) -> list[str]:
