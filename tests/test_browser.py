@@ -42,9 +42,10 @@ CHROMIUM_ARGS = [
 # The same leading-number rule as docs/javascripts/tablesort.js.
 LEADING_NUMBER = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)", re.IGNORECASE)
 
-# Body cell texts of every content table, by table then row: [[[cell, ...], ...], ...].
+# Body cell texts of every content table, by table then row: [[[cell, ...], ...], ...]. A table folded away
+# in a closed <details> (a board's hashes and parameters) reads as empty: nobody can click it.
 READ_TABLES_JS = """
-return Array.from(document.querySelectorAll('.md-typeset table')).map(t =>
+return Array.from(document.querySelectorAll('.md-typeset table')).map(t => t.closest('details:not([open])') ? [] :
   Array.from(t.tBodies[0] ? t.tBodies[0].rows : []).map(r => Array.from(r.cells).map(c => c.textContent.trim())));
 """
 
@@ -282,3 +283,169 @@ def test_clicking_a_numeric_header_sorts_the_board(driver, built_site, base_url)
             count = sum(n is not None for n in numbers)
             assert None not in numbers[:count], f"non-numbers not last when {direction}: {numbers}"
             assert numbers[:count] == sorted(numbers[:count], reverse=direction == "descending")
+
+
+# -- the site's own features: cross-task table, wide boards, compare, downloads, figures, dark mode ------
+
+# Per visible row of the first table inside `container`: its cells' texts (hidden cells as None).
+VISIBLE_ROWS_JS = """
+const table = document.querySelector(arguments[0] + ' table');
+return Array.from(table.tBodies[0].rows).filter(r => r.style.display !== 'none').map(r =>
+  Array.from(r.cells).map(c => c.style.display === 'none' ? null : c.textContent.trim()));
+"""
+
+
+def _choose(driver: webdriver.Chrome, name: str, value: str) -> None:
+    driver.execute_script("""const s = document.querySelector('select[name="' + arguments[0] + '"]');
+        s.value = arguments[1]; s.dispatchEvent(new Event('change'));""", name, value)
+
+
+def _options(driver: webdriver.Chrome, name: str) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.querySelector('select[name=\"' + arguments[0] + '\"]').options).map(o => o.value)",
+        name)
+
+
+def _pinned_after_scrolling(driver: webdriver.Chrome, table, column: int) -> dict[str, float]:
+    """Scroll the table's box fully right; where its box and the `column`-th cell of the first body row sit."""
+    return driver.execute_script("""
+        const table = arguments[0], cell = table.tBodies[0].rows[0].cells[arguments[1]];
+        const box = table.closest('.md-typeset__table') || table;
+        const scroller = [table, box, box.parentElement].find(e => e.scrollWidth > e.clientWidth + 1) || table;
+        scroller.scrollLeft = scroller.scrollWidth;
+        const b = scroller.getBoundingClientRect(), c = cell.getBoundingClientRect();
+        return {tableWidth: table.scrollWidth, boxWidth: scroller.clientWidth, boxLeft: b.left, boxRight: b.right,
+                cellLeft: c.left, cellRight: c.right, scrolled: scroller.scrollLeft};""", table, column)
+
+
+def test_cross_task_table_sorts_filters_and_keeps_names_in_view(driver, base_url):
+    open_page(driver, base_url)
+    table = driver.find_element(By.CSS_SELECTOR, ".vb-crosstask table")
+    heads = driver.execute_script("""return Array.from(document.querySelectorAll('.vb-crosstask th a.vb-board'))
+        .map(a => [a.dataset.level, a.dataset.dataset]);""")
+    rows = driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask")
+    assert heads and rows and all(len(r) == len(heads) + 4 for r in rows)
+    assert_no_errors_and_only_local_requests(driver, base_url)
+    screenshot(driver, "home")
+
+    # Sorting by the mean puts numbers first, ascending, and rows without a mean last.
+    _header(driver, 0, 1).click()
+    means = [leading_number(r[1]) for r in driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask")]
+    count = sum(m is not None for m in means)
+    assert None not in means[:count] and means[:count] == sorted(means[:count])
+
+    # Filtering by a level keeps its boards only; coverage and the mean are recomputed over them.
+    everything = driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask")
+    for name, values in (("level", [h[0] for h in heads]), ("dataset", [h[1] for h in heads])):
+        for value in _options(driver, name)[1:]:
+            _choose(driver, name, value)
+            shown = values.count(value)
+            for row in driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask"):
+                cells = [c for c in row[3:-1] if c is not None]
+                assert len(cells) == shown
+                assert row[2] == f"{sum(c != '—' for c in cells)} of {shown}"
+                if row[2] != f"{shown} of {shown}" or row[-1].startswith("control"):
+                    assert row[1] == "—" and row[-1]
+                else:  # the mean of the cells shown, as the page rounds it (two decimals)
+                    assert abs(float(row[1]) - sum(map(float, cells)) / shown) <= 0.005 + 1e-9
+            _choose(driver, name, "")
+    assert driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask") == everything  # the generated text is back
+
+    # A table wider than its column scrolls sideways with the backbone names pinned at the left.
+    where = _pinned_after_scrolling(driver, table, 0)
+    print(f"cross-task table: {where['tableWidth']} px in a {where['boxWidth']} px column")
+    if where["tableWidth"] > where["boxWidth"]:
+        assert where["scrolled"] > 0 and abs(where["cellLeft"] - where["boxLeft"]) <= 2
+
+
+def test_board_tables_fit_or_scroll_with_name_and_tie_group_in_view(driver, built_site, base_url):
+    widths = []
+    for name in task_names(built_site):
+        open_page(driver, page_url(built_site, base_url, f"tasks/{name}"))
+        for board in board_tables(driver):
+            heads = [th.text.strip() for th in board.find_elements(By.CSS_SELECTOR, "thead th")]
+            assert heads[:3] == ["Rank", "Backbone", "Tie group"], heads
+            tie = driver.execute_script("""const c = arguments[0].tBodies[0].rows[0].cells[2].getBoundingClientRect();
+                const b = document.querySelector('.md-content__inner').getBoundingClientRect();
+                return c.right <= b.right + 1;""", board)
+            assert tie, f"tasks/{name}: the tie group column is not in view before scrolling"
+            where = _pinned_after_scrolling(driver, board, 1)
+            widths.append(where["tableWidth"])
+            if where["tableWidth"] > where["boxWidth"]:
+                assert abs(where["cellLeft"] - where["boxLeft"]) <= 2, f"tasks/{name}: backbone column not pinned"
+    print(f"board tables: {min(widths)}–{max(widths)} px wide")
+
+
+def test_compare_page_shows_the_chosen_pair_either_way_round(driver, base_url):
+    open_page(driver, base_url + "compare/")
+    first = driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare")
+    assert first, "the compare page shows no row for its default pair"
+    a, b = (driver.execute_script(f"return document.querySelector('select[name=\"{n}\"]').value") for n in "AB")
+    assert all((row[2], row[3]) == (a, b) for row in first)
+    summary = driver.find_element(By.CSS_SELECTOR, ".vb-compare output").text
+    assert summary.startswith(f"{len(first)} board") and f"{a} better on" in summary
+    screenshot(driver, "compare")
+    _choose(driver, "A", b)
+    _choose(driver, "B", a)
+    swapped = driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare")
+    assert [(r[2], r[3], r[4], r[5]) for r in swapped] == [(r[3], r[2], r[5], r[4]) for r in first]
+    for before, after in zip(first, swapped, strict=True):  # A − B [lo, hi] becomes B − A [−hi, −lo]
+        d, *interval = (float(x) for x in re.findall(r"[+-]\d+\.\d+", before[6]))
+        assert [float(x) for x in re.findall(r"[+-]\d+\.\d+", after[6])] == [-d, *(-x for x in reversed(interval))]
+        assert after[-1] == before[-1]  # the verdict names the better one: the same either way
+    assert_no_errors_and_only_local_requests(driver, base_url)
+
+
+def test_download_links_serve_the_files_their_sha256_names(driver, base_url):
+    import hashlib
+    import urllib.request
+
+    open_page(driver, base_url + "downloads/")
+    rows = driver.execute_script("""return Array.from(document.querySelectorAll('.vb-downloads tbody tr')).map(r =>
+        [r.cells[0].querySelector('a').href, r.cells[r.cells.length - 1].textContent.trim()]);""")
+    assert len(rows) >= 10
+    for href, shown in rows:
+        with urllib.request.urlopen(href, timeout=30) as response:
+            assert hashlib.sha256(response.read()).hexdigest() == shown, href
+    screenshot(driver, "downloads")
+
+
+# Every SVG <img> in the content: its smallest font-size and the scale it is drawn at.
+FIGURE_TEXT_JS = """
+const imgs = Array.from(document.querySelectorAll('.md-content img')).filter(i => i.src.endsWith('.svg'));
+return Promise.all(imgs.map(async i => {
+  const sizes = [...(await (await fetch(i.src)).text()).matchAll(/font-size="([\\d.]+)"/g)].map(m => +m[1]);
+  return [i.getAttribute('src'), Math.min(...sizes), i.getBoundingClientRect().width / i.naturalWidth];
+}));
+"""
+
+
+def test_figures_draw_their_text_at_least_11_px(driver, built_site, base_url):
+    measured = []
+    for page in _pages_with_content_images(built_site):
+        open_page(driver, base_url + page)
+        for src, font, scale in driver.execute_script(FIGURE_TEXT_JS):
+            measured.append(font * scale)
+            assert font * scale >= 11, f"{page}: {src} draws {font} px text at {scale:.2f}× = {font * scale:.1f} px"
+    assert measured, "no SVG figure found on any page"
+    print(f"figure text: {min(measured):.1f} px at the smallest")
+    open_page(driver, page_url(built_site, base_url, "tasks/depth"))
+    screenshot(driver, "task-depth")
+
+
+def test_dark_mode_toggle_switches_the_palette(driver, base_url):
+    open_page(driver, base_url)
+    scheme = "return document.body.getAttribute('data-md-color-scheme')"
+    background = "return getComputedStyle(document.body).backgroundColor"
+    assert driver.execute_script(scheme) == "default"
+    light = driver.execute_script(background)
+    toggle = driver.find_element(By.CSS_SELECTOR, "form[data-md-component=palette] label:not([hidden])")
+    toggle.click()
+    WebDriverWait(driver, 5).until(lambda d: d.execute_script(scheme) == "slate", "the toggle did not switch")
+    assert driver.execute_script(background) != light
+    screenshot(driver, "home-dark")
+    open_page(driver, base_url + "tasks/classification/")  # the choice holds across pages
+    assert driver.execute_script(scheme) == "slate"
+    screenshot(driver, "task-classification-dark")
+    driver.find_element(By.CSS_SELECTOR, "form[data-md-component=palette] label:not([hidden])").click()
+    WebDriverWait(driver, 5).until(lambda d: d.execute_script(scheme) == "default", "the toggle did not switch back")

@@ -23,6 +23,7 @@ from harness.leaderboard import boards, comparability_key, connect_corpus, rende
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.comparability import curve_key
 from harness.leaderboard.db_fewshot import curves
+from harness.leaderboard.markdown import FRONT_MATTER_HEADER
 from harness.leaderboard.plots_fewshot import nice_ticks
 from harness.leaderboard.render_fewshot import curve_plot_path
 from harness.records import read_records
@@ -323,7 +324,7 @@ def test_the_site_draws_the_curve_and_keeps_fewshot_runs_off_the_boards(fewshot_
     (board,) = boards(con)
     assert [row["run_id"] for row in board["rows"]] == [full.run_id]
     analysis = analyse(con, corpus, paths.CORPUS.parent.parent)
-    assert [row.backbone_name for row in analysis.heatmap] == ["cifar_resnet20@random"]
+    assert [row.backbone_name for row in analysis.rows] == ["cifar_resnet20@random"]
     assert {r.run_id for r in records} <= {run_id for run_id, _ in analysis.intervals}  # run pages get CIs
 
     (curve,) = curves(con)
@@ -335,9 +336,14 @@ def test_the_site_draws_the_curve_and_keeps_fewshot_runs_off_the_boards(fewshot_
     assert f"](../{curve_plot_path(curve)})" in task_page and "## Learning curves" in task_page
     assert "1 successful run on 1 board, 6 few-shot runs on 1 learning curve" in task_page
     for record in records:
-        run_page = pages[f"runs/{record.run_id.replace('@', '-at-')}.md"]
+        # grouped under the curve's folder in the navigation, and kept out of the search index
+        folder = f"runs/classification/few-shot-{record.dataset.name}-{record.dataset.split}"
+        run_page = pages[f"{folder}/{record.run_id.replace('@', '-at-')}.md"]
+        title = f'title: "{record.backbone_name}, k={record.k_shot}, seed {record.seed}"'
+        assert run_page.startswith(f"---\n{FRONT_MATTER_HEADER}\n{title}\nsearch:\n  exclude: true\n---\n")
         assert f"dvc repro g-classification@{BACKBONE}\n" in run_page
         assert f"#curve-{curve['curve_key']})" in run_page
+    assert "search:" not in pages[f"runs/classification/{full.run_id.replace('@', '-at-')}.md"]
     # comparability: the full-split run's key is what it was before k_shot existed; k changes the key
     assert comparability_key(full) != comparability_key(records[0]) != comparability_key(records[2])
 

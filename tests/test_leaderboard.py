@@ -28,7 +28,7 @@ from harness.leaderboard import (
     rendered_pages,
     task_summary,
 )
-from harness.leaderboard.markdown import protocol_anchor
+from harness.leaderboard.markdown import FRONT_MATTER_HEADER, protocol_anchor
 from harness.leaderboard.render import is_generated
 from harness.leaderboard.render_fewshot import FEWSHOT_PROTOCOL
 from harness.leaderboard.statistics import PairingError
@@ -74,12 +74,15 @@ def classification(name: str, identity: str, top1: float, top5: float, precision
     )
 
 
-def depth(name: str, identity: str, rmse: float, delta1: float) -> Record:
+def depth(name: str, identity: str, rmse: float, delta1: float, layers: list[int] | None = None) -> Record:
+    # layers None: the default layer set, as every grid records it; the same backbone with layers [3] is
+    # another row of the board (tests/test_layer_rows.py)
+    suffix = "" if layers is None else "-layers" + "-".join(str(layer) for layer in layers)
     return Record(
-        run_id=f"{name}-depth-nyuv2", backbone=backbone(name, identity), backbone_name=name, task="depth",
+        run_id=f"{name}-depth-nyuv2{suffix}", backbone=backbone(name, identity), backbone_name=name, task="depth",
         level="mid", protocol="depth-probe3d/v1", protocol_params={"bins": 256, "epochs": 10},
         dataset=NYU, pooling_requested="default", pooling_resolved=None, feature_mode="dense",
-        layers=[-1], precision="fp32", image_size=224, seed=0, metrics={"rmse": rmse, "delta1": delta1},
+        layers=layers, precision="fp32", image_size=224, seed=0, metrics={"rmse": rmse, "delta1": delta1},
         headline_metric="rmse", higher_is_better={"rmse": False, "delta1": True},
         tolerances={"rmse": 0.005, "delta1": 0.003}, status="ok", duration_s=1310.0, environment=ENVIRONMENT,
     )
@@ -208,7 +211,7 @@ def test_controls_never_take_a_pretrained_rank(corpus):
         assert all(r["rank"] is None for r in board["rows"] if r["control"])
         assert next(r["rank"] for r in board["rows"] if not r["control"]) == 1
     page = rendered_pages(corpus)["tasks/classification.md"]
-    assert "| control | [resnet18@random](../backbones/resnet18-at-random.md) | 0.9500 | 0.9800 |" in page
+    assert "| control | [resnet18@random](../backbones/resnet18-at-random.md) | n/a | 0.9500 | 0.9800 |" in page
 
 
 def test_failed_runs_and_summaries(corpus):
@@ -245,10 +248,10 @@ def test_check_comparable_names_differing_fields(corpus):
         "task differs (classification vs depth)",
         "dataset.identity differs (c1f4a10e5d0b7a21 vs 9d3e0b1c44f8a7e2)",
         "feature_mode differs (pooled vs dense)",
-        "layers differs (null vs [-1])",
     ):
         assert part in message
-    assert "precision" not in message and "image_size" not in message
+    # A row is a backbone with its layers, and the input size is the backbone's own: neither splits a board.
+    assert "precision" not in message and "image_size" not in message and "layers" not in message
     check_comparable(corpus[:5])  # one board: no error
     assert comparability_key(corpus[0]) == comparability_key(corpus[3]) != comparability_key(corpus[5])
 
@@ -277,19 +280,27 @@ def test_rendering_is_deterministic(corpus):
     shuffled = list(corpus)
     random.Random(7).shuffle(shuffled)
     assert rendered_pages(shuffled) == pages
+    downloads = [f"downloads/{name}" for name in (
+        "SHA256SUMS", "corpus.csv", "corpus.json", "corpus.jsonl", "corpus.parquet", "metrics.csv", "metrics.json",
+        "metrics.parquet", "samples.csv.gz", "samples.json.gz", "samples.parquet")]
     assert list(pages) == sorted([
-        "agreement.md",
+        "agreement.md", "changelog.md", "compare.md", "downloads.md", *downloads,
         "backbones/convnext_tiny.md", "backbones/dinov2_vitb14.md", "backbones/dinov2_vits14.md",
         "backbones/resnet18-at-random.md", "backbones/resnet18.md", "backbones/resnet50.md",
-        "index.md", "levels/high.md", "levels/mid.md", "plots/agreement.svg", "plots/heatmap.svg",
-        "runs/convnext_tiny-classification-cifar10.md", "runs/dinov2_vits14-classification-cifar10.md",
-        "runs/dinov2_vits14-depth-nyuv2.md", "runs/dinov2_vitb14-depth-nyuv2.md",
-        "runs/resnet18-classification-cifar10-bf16.md", "runs/resnet18-classification-cifar10.md",
-        "runs/resnet18-at-random-classification-cifar10.md", "runs/resnet18-at-random-depth-nyuv2.md",
-        "runs/resnet50-classification-cifar10.md", "runs/resnet50-depth-nyuv2.md",
+        "index.md", "levels/high.md", "levels/mid.md",
+        "runs/classification/convnext_tiny-classification-cifar10.md",
+        "runs/classification/dinov2_vits14-classification-cifar10.md",
+        "runs/depth/dinov2_vits14-depth-nyuv2.md", "runs/depth/dinov2_vitb14-depth-nyuv2.md",
+        "runs/classification/resnet18-classification-cifar10-bf16.md",
+        "runs/classification/resnet18-classification-cifar10.md",
+        "runs/classification/resnet18-at-random-classification-cifar10.md",
+        "runs/depth/resnet18-at-random-depth-nyuv2.md",
+        "runs/classification/resnet50-classification-cifar10.md", "runs/depth/resnet50-depth-nyuv2.md",
         "tasks/classification.md", "tasks/depth.md",
     ])
-    assert all(text.startswith(GENERATED_HEADER + "\n") for text in pages.values())  # SVGs too
+    # Pages carry the header on their first line, or inside their front matter; data files have no room for it.
+    texts = {name: text for name, text in pages.items() if not name.startswith("downloads/")}
+    assert all(text.startswith((GENERATED_HEADER + "\n", f"---\n{FRONT_MATTER_HEADER}\n")) for text in texts.values())
 
 
 def test_written_bytes_are_identical(corpus, tmp_path):
@@ -319,6 +330,7 @@ def test_stale_generated_pages_go_hand_written_stay(corpus, tmp_path):
     written = render_site([r for r in corpus if r.task != "depth"], docs)
     assert not (docs / "tasks" / "depth.md").exists()
     assert not (docs / "backbones" / "dinov2_vitb14.md").exists()  # its only run was a depth run
+    assert not (docs / "runs" / "depth").exists()  # a folder of run pages goes with its last page
     assert hand_written.read_text() == "# Notes on tasks\n"
     assert docs / "tasks" / "classification.md" in written
 
@@ -331,6 +343,8 @@ def test_mkdocs_builds_strict(sampled, tmp_path):
     shutil.copy(REPO / hook, tmp_path / hook)
     docs = tmp_path / "docs"
     render_site(corpus, docs, root)
+    for hand_written in ("javascripts", "stylesheets"):  # mkdocs.yml names the site's scripts and styles
+        shutil.copytree(REPO / "docs" / hand_written, docs / hand_written)
     (docs / "protocols.md").write_text("# Protocols\n\nPlaceholder.\n")
     (docs / "reproduce.md").write_text("# Reproduce\n\nPlaceholder.\n")
     result = subprocess.run(
@@ -344,8 +358,9 @@ def test_mkdocs_builds_strict(sampled, tmp_path):
     # The hook lets mkdocs title the page by its H1, not by the mangled file name.
     assert "<title>resnet18@random - visbench-harness leaderboard</title>" in page
     site = tmp_path / "site"
-    for built in ("plots/heatmap.svg", "plots/agreement.svg", "levels/high/index.html", "agreement/index.html",
-                  "runs/resnet18-at-random-classification-cifar10/index.html"):
+    for built in ("levels/high/index.html", "agreement/index.html", "compare/index.html", "downloads/SHA256SUMS",
+                  "downloads/samples.parquet", "plots/data/boards", "changelog/index.html",
+                  "runs/classification/resnet18-at-random-classification-cifar10/index.html"):
         assert (site / built).exists(), built
     assert 'id="board-' in (site / "tasks" / "classification" / "index.html").read_text()
 
@@ -353,7 +368,7 @@ def test_mkdocs_builds_strict(sampled, tmp_path):
 # -- statistics on the site --------------------------------------------------------------------------
 
 
-HEADING = "## cifar10 (test), linear-probe-adamw/v1, pooling default"  # + precision: a classification board
+HEADING = "## classification on cifar10 (test), linear-probe-adamw/v1"  # + precision: a classification board
 
 
 def board_lines(page: str, heading_start: str) -> list[str]:
@@ -373,20 +388,21 @@ def test_board_shows_intervals_and_tie_groups(sampled):
     corpus, root = sampled
     page = rendered_pages(corpus, root)["tasks/classification.md"]
     lines = board_lines(page, f"{HEADING}, fp32")
-    assert "| Rank | Backbone | **top1** [95% CI] | top5 | Tie group | Run |" in lines
+    # The tie group beside the name, where a wide board's pinned name column keeps it in view.
+    assert "| Rank | Backbone | Tie group | **top1** [95% CI] | top5 | Run |" in lines
     best = table_row(lines, "dinov2_vits14")
-    assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[2])
-    low, high = (float(x) for x in best[2].split(" [")[1].rstrip("]").split(", "))
-    assert low <= float(best[2].split()[0]) <= high
-    groups = {name: table_row(lines, name)[4] for name in ("dinov2_vits14", "resnet18", "resnet50", "convnext_tiny")}
+    assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[3])
+    low, high = (float(x) for x in best[3].split(" [")[1].rstrip("]").split(", "))
+    assert low <= float(best[3].split()[0]) <= high
+    groups = {name: table_row(lines, name)[2] for name in ("dinov2_vits14", "resnet18", "resnet50", "convnext_tiny")}
     # Identical per-sample scores are tied; very different runs are not.
     assert groups == {"dinov2_vits14": "A", "resnet18": "B", "resnet50": "B", "convnext_tiny": "C"}
-    assert table_row(lines, "resnet18@random")[4] == "n/a"  # controls take no part in tie tests
-    assert best[-1] == "[record](../runs/dinov2_vits14-classification-cifar10.md)"
+    assert table_row(lines, "resnet18@random")[2] == "n/a"  # controls take no part in tie tests
+    assert best[-1] == "[record](../runs/classification/dinov2_vits14-classification-cifar10.md)"
     adjacent = [line for line in lines if line.startswith("| resnet18 | resnet50 |")]
     assert adjacent == ["| resnet18 | resnet50 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | yes |"]
-    protocol = "Protocol [linear-probe-adamw/v1](../protocols.md#linear-probe-adamw-v1)."
-    assert any(line.startswith(protocol) for line in lines)
+    protocol = "under [linear-probe-adamw/v1](../protocols.md#linear-probe-adamw-v1)"
+    assert any(line.startswith("Board **B-") and protocol in line for line in lines)
 
 
 def test_boards_without_samples_say_so(sampled):
@@ -397,7 +413,7 @@ def test_boards_without_samples_say_so(sampled):
     assert "[95% CI]" not in depth
     bf16 = board_lines(pages["tasks/classification.md"], f"{HEADING}, bf16")
     assert any("no per-sample scores" in line for line in bf16)
-    assert "No per-sample scores" in pages["runs/resnet50-depth-nyuv2.md"]
+    assert "No per-sample scores" in pages["runs/depth/resnet50-depth-nyuv2.md"]
 
 
 def test_metric_disagreement_note(corpus):
@@ -405,25 +421,44 @@ def test_metric_disagreement_note(corpus):
     # top1 ties resnet18 and resnet50, top5 orders them: the metrics do not give the same order.
     fp32 = board_lines(pages["tasks/classification.md"], f"{HEADING}, fp32")
     (note,) = [line for line in fp32 if line.startswith("Metric disagreement")]
-    assert "top1 and top5 (Kendall τ-b 0.91 over 4 backbones)" in note
+    assert "top1 and top5 (Kendall τ-b 0.91 over 4 rows)" in note
     # Lower rmse and higher delta1 put the depth backbones in the same order: no note.
     assert "Metric disagreement" not in pages["tasks/depth.md"]
+
+
+def crosstask_row(index: str, name: str) -> list[str]:
+    """The cells of one row of the home page's cross-task table, the row named `name`."""
+    (line,) = [line for line in index.splitlines()
+               if line.startswith(f"| [{name}](backbones/") and "{ data-control=" in line]
+    return [part.strip() for part in line.strip().strip("|").split(" | ")]
+
+
+def code_of(record: Record) -> str:
+    return f"B-{comparability_key(record)[:4]}"
 
 
 def test_missing_cell_gives_no_aggregate(corpus):
     pages = rendered_pages([r for r in corpus if r.precision != "bf16"])
     index = pages["index.md"]
-    # Columns: B1 = fp32 classification, B2 = depth. Every backbone with both gets a mean, no other.
-    assert "| [dinov2_vits14](backbones/dinov2_vits14.md) | no | 2 of 2 | 0.00 |  |" in index
-    assert "| [resnet50](backbones/resnet50.md) | no | 2 of 2 | 0.67 |  |" in index  # (1/3 + 1) / 2
-    assert "| [resnet18](backbones/resnet18.md) | no | 1 of 2 | — | no result on B2 |" in index
-    assert "| [dinov2_vitb14](backbones/dinov2_vitb14.md) | no | 0 of 2 | — | no result on B1, B2 |" in index
-    assert ("| [resnet18@random](backbones/resnet18-at-random.md) | yes | 2 of 2 | — | control: never aggregated |"
-            in index)
+    classification, depth = code_of(corpus[0]), code_of(corpus[6])
+    # Columns: fp32 classification, then depth. Every backbone with both gets a mean, no other.
+    best = crosstask_row(index, "dinov2_vits14")
+    assert best[1:3] == ["0.00", "2 of 2"] and best[-1] == ""
+    assert crosstask_row(index, "resnet50")[1:3] == ["0.67", "2 of 2"]  # (1/3 + 1) / 2
+    resnet18 = crosstask_row(index, "resnet18")
+    assert resnet18[1:3] == ["—", "1 of 2"] and resnet18[-1] == f"no result on {depth}"
+    assert resnet18[4] == "—"  # the missing cell says so, never filled in
+    assert crosstask_row(index, "dinov2_vitb14")[-1] == f"no result on {classification}, {depth}"
+    control = crosstask_row(index, "resnet18@random")
+    assert control[1:3] == ["—", "2 of 2"] and control[-1] == "control: never aggregated"
+    # Each cell carries its exact normalised rank for the page's filter, and links to its board.
+    assert 'data-nr="0.3333333333333333"' in crosstask_row(index, "resnet50")[3]
+    assert f"(tasks/classification.md#board-{comparability_key(corpus[0])} " in resnet18[3]
     profile = pages["backbones/resnet18.md"]
-    assert "Mean normalised rank: —. It is shown only for a backbone with a result on every board" in profile
-    assert "[B2 depth (nyuv2)](../tasks/depth.md#board-" in profile
-    assert "Mean normalised rank over all 2 boards of the heatmap: **0.67**" in pages["backbones/resnet50.md"]
+    assert "Mean normalised rank: —. It is shown only for a row with a result on every board" in profile
+    assert f"[{depth} depth (nyuv2)](../tasks/depth.md#board-" in profile
+    assert "Mean normalised rank over all 2 boards of the" in pages["backbones/resnet50.md"]
+    assert "**0.67**" in pages["backbones/resnet50.md"]
 
 
 def test_rank_profile_on_backbone_page(sampled):
@@ -432,16 +467,17 @@ def test_rank_profile_on_backbone_page(sampled):
     lines = [line for line in page.splitlines() if line.startswith("| [B")]
     assert len(lines) == 2  # fp32 classification and depth; not the bf16 board it has no run on
     classification = [part.strip() for part in lines[0].strip("|").split(" | ")]
-    assert classification[1:2] == ["top1"] and classification[3:6] == ["2 of 4", "0.33", "B"]
-    assert classification[6] == "[record](../runs/resnet50-classification-cifar10.md)"
+    assert classification[1:3] == ["last layer", "top1"] and classification[4:7] == ["2 of 4", "0.33", "B"]
+    assert classification[7] == "[record](../runs/classification/resnet50-classification-cifar10.md)"
     depth = [part.strip() for part in lines[1].strip("|").split(" | ")]
-    assert depth[1:6] == ["rmse", "0.5012", "2 of 2", "1.00", "n/a"]
+    assert depth[1:7] == ["last layer", "rmse", "0.5012", "2 of 2", "1.00", "n/a"]
+    assert "Per-layer profile" not in page  # one layer set: nothing to profile
 
 
 def test_provenance_page(sampled):
     corpus, root = sampled
     pages = rendered_pages(corpus, root)
-    page = pages["runs/resnet50-classification-cifar10.md"]
+    page = pages["runs/classification/resnet50-classification-cifar10.md"]
     record = next(r for r in corpus if r.run_id == "resnet50-classification-cifar10")
     for expected in (
         "# resnet50-classification-cifar10",
@@ -462,47 +498,73 @@ def test_provenance_page(sampled):
         assert expected in page, expected
     assert re.search(r"\| top1 \| 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\] \| yes \| 0\.0020 \|", page)
     assert "| macro_f1 |" not in page  # no such metric here; and top5 has an interval too
-    failed = pages["runs/dinov2_vitb14-depth-nyuv2.md"]
+    failed = pages["runs/depth/dinov2_vitb14-depth-nyuv2.md"]
     assert "Failed in phase `load_backbone` with `WeightsUnavailableError`:" in failed
     assert LONG_MESSAGE in failed  # the full message, not the table's truncation
     assert "visbench-harness verify grid=dinov2_vitb14 task=depth backbone=dinov2_vitb14" in failed
-    control = pages["runs/resnet18-at-random-classification-cifar10.md"]
+    control = pages["runs/classification/resnet18-at-random-classification-cifar10.md"]
     assert "backbone=resnet18@random" in control and "a control, listed but not ranked" in control
     # Every board row links to its provenance page.
     depth = pages["tasks/depth.md"]
-    assert "[record](../runs/dinov2_vitb14-depth-nyuv2.md)" in depth  # the failed-runs table too
+    assert "[record](../runs/depth/dinov2_vitb14-depth-nyuv2.md)" in depth  # the failed-runs table too
+    # A short title for the navigation (the backbone and its grid); the heading stays the run id.
+    assert page.startswith(f'---\n{FRONT_MATTER_HEADER}\ntitle: "resnet50 (resnet50)"\n---\n')
+    # A run page sits two folders down, and links back up accordingly.
+    assert "backbone [resnet50](../../backbones/resnet50.md)." in page
 
 
-def test_level_and_agreement_pages(sampled):
+@pytest.fixture
+def agreeing(sampled) -> tuple[list[Record], Path]:
+    """`sampled` plus depth runs of resnet18 and convnext_tiny: fp32 classification and depth then share four
+    pretrained rows, enough for an agreement interval."""
+    corpus, root = sampled
+    return [*corpus, depth("resnet18", "1b8f", rmse=0.4500, delta1=0.8000),
+            depth("convnext_tiny", "77aa", rmse=0.6000, delta1=0.7000)], root
+
+
+def test_level_and_agreement_pages(sampled, agreeing):
     corpus, root = sampled
     pages = rendered_pages(corpus, root)
     high = pages["levels/high.md"]
     assert "| [classification](../tasks/classification.md) | 2 | 6 | 0 |" in high
     assert "[dinov2_vits14](../backbones/dinov2_vits14.md) | [dinov2_vits14](../backbones/dinov2_vits14.md) |" in high
     assert "[depth](../tasks/depth.md)" in pages["levels/mid.md"]
+    # No pair of boards shares four pretrained rows: the page says so instead of a matrix of "n too small".
     agreement = pages["agreement.md"]
-    assert "![Rank agreement between boards](plots/agreement.svg)" in agreement
-    # fp32 classification (B2) and depth (B3) share dinov2_vits14 and resnet50 only.
-    assert "| B2 | B3 | 2 | 1.00 | n too small | 1.00 | n too small |" in agreement
-    assert "| B1 | B2 | 1 | — | n too small | — | n too small |" in agreement
+    assert "No two boards share 4 pretrained rows yet: of 3 pairs of boards, the most any pair shares is 2." \
+        in agreement
+    assert "plots/agreement.svg" not in agreement and "plots/agreement.svg" not in pages
     index = pages["index.md"]
-    assert "![Normalised rank of every backbone on every board](plots/heatmap.svg)" in index
+    assert "## All boards at a glance { #cross-task }" in index
     assert "### Reading guide { #reading-guide }" in index
 
+    corpus, root = agreeing
+    agreement = rendered_pages(corpus, root)["agreement.md"]
+    assert "![Rank agreement between boards](plots/agreement.svg){ .vb-figure }" in agreement
+    classification, depth_board = code_of(corpus[1]), code_of(corpus[6])
+    (pair,) = [line for line in agreement.splitlines() if line.startswith("| B-")
+               and " | 4 | " in line]
+    cells = [part.strip() for part in pair.strip("|").split(" | ")]
+    assert sorted(cells[:2]) == sorted([classification, depth_board]) and cells[2] == "4"
+    assert re.fullmatch(r"\[-?\d\.\d{2}, -?\d\.\d{2}\]", cells[4])  # an interval, not "n too small"
+    assert "1 of 3 pairs of boards share at least 4 pretrained rows." in agreement
 
-def test_svg_is_deterministic_and_well_formed(sampled):
-    corpus, root = sampled
+
+def test_svg_is_deterministic_and_well_formed(agreeing):
+    corpus, root = agreeing
     first = rendered_pages(corpus, root)
     second = rendered_pages(list(reversed(corpus)), root)
-    for name in ("plots/heatmap.svg", "plots/agreement.svg"):
-        assert first[name].encode() == second[name].encode()
-        svg = ElementTree.fromstring(first[name])  # parses as XML; the header is a leading comment
-        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
-        assert " id=" not in first[name]
-        assert first[name].splitlines()[0] == GENERATED_HEADER
-    heatmap = first["plots/heatmap.svg"]
-    assert 'fill="#d9d9d9"' in heatmap  # a control in grey
-    assert "resnet18@random on B2: control, not ranked" in heatmap
+    name = "plots/agreement.svg"
+    assert first[name].encode() == second[name].encode()
+    svg = ElementTree.fromstring(first[name])  # parses as XML; the header is a leading comment
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert " id=" not in first[name]
+    assert first[name].splitlines()[0] == GENERATED_HEADER
+    # Only the two boards that share enough rows: two codes across the top, two down the side.
+    assert first[name].count(f">{code_of(corpus[1])}</text>") == 2
+    assert f">{code_of(corpus[5])}</text>" not in first[name]  # bf16: one row, nothing to agree with
+    # Every text at 12 px: legible at the natural size the page shows it at.
+    assert set(re.findall(r'font-size="([\d.]+)"', first[name])) == {"12"}
 
 
 def test_pages_identical_when_records_shuffled(sampled):
@@ -561,8 +623,8 @@ def test_stale_generated_files_go_in_every_generated_dir(sampled, tmp_path):
     render_site([r for r in corpus if r.task != "depth"], docs, root)
     assert not stale_svg.exists() and hand_svg.exists()
     assert not (docs / "levels" / "mid.md").exists()
-    assert not (docs / "runs" / "resnet50-depth-nyuv2.md").exists()
-    assert (docs / "runs" / "resnet50-classification-cifar10.md").exists()
+    assert not (docs / "runs" / "depth").exists()
+    assert (docs / "runs" / "classification" / "resnet50-classification-cifar10.md").exists()
 
 
 def test_committed_protocols_have_the_anchors_boards_link_to():

@@ -1,5 +1,6 @@
-"""The site is a pure function of the corpus (and the per-sample files its records point to):
-regenerating it reproduces the committed docs/ exactly, pages and figures alike."""
+"""The site is a pure function of the corpus (and the per-sample files its records point to, and the frozen
+releases): regenerating it reproduces the committed docs/ exactly, pages, figures and data files alike, and
+every committed release still matches the SHA-256s it was cut with."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from harness import paths
 from harness.leaderboard import rendered_pages
-from harness.leaderboard.render import GENERATED_DIRS, GENERATED_FILES, is_generated
+from harness.leaderboard.releases import RELEASES_DIR, check_files, releases
+from harness.leaderboard.render import GENERATED_DIRS, GENERATED_FILES, OWNED_DIRS, is_generated
 from harness.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,13 +22,27 @@ def corpus():
     return read_records(ROOT / paths.CORPUS)
 
 
-def committed_generated_pages() -> dict[str, str]:
+def _owned(relative: Path) -> bool:
+    return any(relative.is_relative_to(owned) for owned in OWNED_DIRS)
+
+
+def committed_generated_pages() -> dict[str, bytes]:
     docs = ROOT / paths.DOCS
     pages = {}
     for path in sorted(docs.rglob("*")):
-        if path.is_file() and is_generated(path):
-            pages[str(path.relative_to(docs))] = path.read_text(encoding="utf-8")
+        relative = path.relative_to(docs)
+        if path.is_file() and (_owned(relative) or is_generated(path)):
+            pages[relative.as_posix()] = path.read_bytes()
     return pages
+
+
+def _bytes(content: str | bytes) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else content
+
+
+@pytest.fixture(scope="module")
+def expected(corpus):
+    return {name: _bytes(content) for name, content in rendered_pages(corpus, ROOT).items()}
 
 
 def test_corpus_is_not_empty_and_sorted(corpus):
@@ -36,12 +52,11 @@ def test_corpus_is_not_empty_and_sorted(corpus):
     assert len(set(run_ids)) == len(run_ids)
 
 
-def test_regenerated_site_matches_committed_docs(corpus):
-    expected = rendered_pages(corpus, ROOT)
+def test_regenerated_site_matches_committed_docs(expected):
     committed = committed_generated_pages()
     assert sorted(committed) == sorted(expected), "generated pages added or missing: run `visbench-harness site`"
-    for name, text in expected.items():
-        assert committed[name] == text, f"docs/{name} differs from the corpus: run `visbench-harness site`"
+    for name, content in expected.items():
+        assert committed[name] == content, f"docs/{name} differs from the corpus: run `visbench-harness site`"
 
 
 def test_editing_one_number_in_the_corpus_is_detected(corpus):
@@ -54,9 +69,20 @@ def test_editing_one_number_in_the_corpus_is_detected(corpus):
     )
     pages = rendered_pages([edited if r is record else r for r in corpus], ROOT)
     committed = committed_generated_pages()
-    assert any(committed.get(name) != text for name, text in pages.items())
+    assert any(committed.get(name) != _bytes(content) for name, content in pages.items())
+    # The downloads carry the number too, and their SHA-256s with it.
+    assert committed["downloads/SHA256SUMS"] != pages["downloads/SHA256SUMS"]
 
 
 def test_generated_pages_live_where_the_site_stage_writes_them():
     for name in committed_generated_pages():
-        assert name in GENERATED_FILES or name.split("/")[0] in GENERATED_DIRS
+        assert name in GENERATED_FILES or name.split("/")[0] in GENERATED_DIRS or _owned(Path(name))
+
+
+def test_committed_releases_never_change():
+    """A release is cut once (harness.leaderboard.releases.cut_release) and never rewritten: every file in it
+    still has the SHA-256 its SHA256SUMS lists, and nothing was added or removed."""
+    folder = ROOT / paths.DOCS / RELEASES_DIR
+    for release in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        assert check_files(release) == [], f"{release} changed after it was cut"
+    releases(ROOT / paths.DOCS)  # names and sums, as the site stage reads them

@@ -9,7 +9,8 @@ from harness.leaderboard.comparability import (
     check_comparable,
     comparability_key,
 )
-from harness.leaderboard.db import backbone_summary, boards, connect_corpus, failed_runs, task_summary
+from harness.leaderboard.db import boards, connect_corpus
+from harness.leaderboard.db_summaries import backbone_summary, failed_runs, task_summary
 from harness.leaderboard.render import GENERATED_HEADER, render_site, rendered_pages
 
 __all__ = [

@@ -3,7 +3,8 @@
 - per run and per-sample column: a bootstrap interval (`Analysis.intervals`);
 - per board: paired tests between its ranked rows, Holm-adjusted, and the tie groups they imply;
   whether its metrics order the backbones differently;
-- across boards: the normalised-rank heatmap with its aggregate, and rank agreement between boards.
+- across boards: the cross-task table (normalised rank of each backbone and layer set on each board) with
+  its aggregate, and rank agreement between boards.
 
 Every seed is derived from the names of what is measured (see `statistics.derived_seed`), so the
 numbers do not depend on which page asks first or on the order of the records.
@@ -20,9 +21,10 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from harness.leaderboard import db, db_heatmap, db_samples
+from harness.leaderboard import db, db_crosstask, db_samples
 from harness.leaderboard.statistics import (
     ALPHA,
+    MIN_CORRELATION_N,
     RESAMPLES,
     Correlation,
     Interval,
@@ -42,8 +44,11 @@ from harness.records import Record
 # Fields that tell apart boards sharing a task and dataset, in the order a label names them.
 _LABEL_FIELDS = (
     ("split", "{} split"), ("protocol", "{}"), ("pooling_requested", "pooling {}"), ("feature_mode", "{}"),
-    ("layers", "layers {}"), ("precision", "{}"), ("image_size", "{} px"),
+    ("precision", "{}"),
 )
+# A board's title always names these (split and protocol), then whatever else tells it apart.
+_TITLE_EXTRAS = ("pooling_requested", "feature_mode", "precision")
+CODE_DIGITS = 4  # hex digits of the comparability key in a board code, more only where two would clash
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,9 @@ class RunSamples:
 
 @dataclass
 class BoardStats:
-    code: str  # "B1", "B2", … in board order
-    label: str  # "classification (cifar10, 32 px)"
+    code: str  # "B-3031": from the comparability key, see `board_codes`
+    label: str  # "classification (cifar10)", plus what tells it apart from boards of the same task and dataset
+    title: str  # "classification on cifar10 (val), linear-probe-adamw/v2", plus the same
     tested: list[str] = field(default_factory=list)  # ranked run ids with headline samples, rank order
     pairs: dict[tuple[str, str], PairedTest] = field(default_factory=dict)  # (upper, lower) run ids
     adjusted: dict[tuple[str, str], float] = field(default_factory=dict)  # Holm over all pairs
@@ -77,8 +83,10 @@ class BoardStats:
 
 
 @dataclass(frozen=True)
-class HeatmapRow:
+class CrossTaskRow:
     backbone_name: str
+    layers: str  # canonical JSON of the layer set ("null": the default, last layer)
+    label: str  # "name", or "name · layers 3" for a backbone recorded with several layer sets
     control: bool
     aggregate: float | None  # mean normalised rank, only with a cell on every column
     missing: list[str]  # comparability keys of columns without a cell
@@ -89,13 +97,22 @@ class Analysis:
     boards: list[dict[str, Any]]
     stats: dict[str, BoardStats]  # by comparability key
     intervals: dict[tuple[str, str], Interval]  # (run id, metric) for every per-sample column
-    columns: list[dict[str, Any]]  # the heatmap's boards: those with a ranked pretrained row
-    cells: dict[tuple[str, str], dict[str, Any]]  # (backbone name, comparability key) -> cell
-    heatmap: list[HeatmapRow]
+    columns: list[dict[str, Any]]  # the cross-task table's boards: those with a ranked pretrained row
+    cells: dict[tuple[str, str, str], dict[str, Any]]  # (backbone name, layers, comparability key) -> cell
+    rows: list[CrossTaskRow]
     agreement: dict[tuple[str, str], Correlation]  # (key, key) for columns i <= j in column order
+    samples: dict[str, RunSamples]  # per run id with per-sample scores
 
     def board(self, key: str) -> dict[str, Any]:
         return next(b for b in self.boards if b["comparability_key"] == key)
+
+    @property
+    def agreement_columns(self) -> list[dict[str, Any]]:
+        """The columns that share at least MIN_CORRELATION_N pretrained rows with another column: the only
+        ones an agreement interval can be given for, so the only ones worth a place in the matrix."""
+        keys = {key for pair, correlation in self.agreement.items() if pair[0] != pair[1]
+                and correlation.n >= MIN_CORRELATION_N for key in pair}
+        return [b for b in self.columns if b["comparability_key"] in keys]
 
 
 def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> dict[str, RunSamples]:
@@ -124,39 +141,67 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
         for run_id, run in samples.items()
         for name, column in sorted(run.columns.items())
     }
-    labels = board_labels(boards)
+    names = board_names(boards)
+    codes = board_codes([b["comparability_key"] for b in boards])
     stats = {
-        board["comparability_key"]: _board_stats(board, f"B{number}", labels[board["comparability_key"]], samples)
-        for number, board in enumerate(boards, start=1)
+        key: _board_stats(board, codes[key], *names[key], samples)
+        for board in boards
+        for key in [board["comparability_key"]]
     }
     columns = [b for b in boards if any(row["rank"] is not None for row in b["rows"])]
-    cells = {(c["backbone_name"], c["comparability_key"]): c for c in db_heatmap.board_cells(con)}
-    return Analysis(boards, stats, intervals, columns, cells, _heatmap(con), _agreement(columns, cells))
+    cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
+    return Analysis(boards, stats, intervals, columns, cells, _rows(con), _agreement(columns, cells), samples)
 
 
-def board_labels(boards: list[dict[str, Any]]) -> dict[str, str]:
-    """"task (dataset)", plus whichever fields differ among boards sharing both, then the key if needed."""
+def board_codes(keys: list[str]) -> dict[str, str]:
+    """A short code per board, derived from its comparability key alone: "B-" and the key's first
+    CODE_DIGITS hex digits, so adding or removing a board never renumbers another.
+
+    Only boards whose prefixes clash get more digits (until they differ), so a clash is the one way a
+    new board can lengthen an existing code: with four hex digits, about one chance in 65,536 per pair.
+    """
+    codes = {}
+    for key in keys:
+        digits = CODE_DIGITS
+        while any(other != key and other[:digits] == key[:digits] for other in keys):
+            digits += 1
+        codes[key] = f"B-{key[:digits]}"
+    return codes
+
+
+def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """(label, title) per board. The label is "task (dataset)", plus whichever fields differ among boards
+    sharing both, then the key if still needed; the title says what the board is: "task on dataset (split),
+    protocol", plus pooling, features or precision where they tell it apart from the task's other boards."""
     by_name: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_task: dict[str, list[dict[str, Any]]] = {}
     for board in boards:
         by_name.setdefault((board["task"], str(board["dataset_name"])), []).append(board)
-    labels = {}
+        by_task.setdefault(board["task"], []).append(board)
+    names = {}
     for (task, dataset), group in by_name.items():
         varying = [(name, form) for name, form in _LABEL_FIELDS if len({str(b[name]) for b in group}) > 1]
         texts = {b["comparability_key"]: ", ".join([dataset, *(form.format(b[n]) for n, form in varying)])
                  for b in group}
         clash = len(set(texts.values())) < len(texts)
-        for key, text in texts.items():
-            labels[key] = f"{task} ({text}, {key})" if clash else f"{task} ({text})"
-    return labels
+        for board in group:
+            key = board["comparability_key"]
+            label = f"{task} ({texts[key]}, {key})" if clash else f"{task} ({texts[key]})"
+            extras = [form.format(board[name]) for name, form in _LABEL_FIELDS
+                      if name in _TITLE_EXTRAS and len({str(b[name]) for b in by_task[task]}) > 1]
+            title = ", ".join([f"{task} on {dataset} ({board['split']})", board["protocol"], *extras])
+            names[key] = (label, f"{title}, {key}" if clash else title)
+    return names
 
 
-def _board_stats(board: dict[str, Any], code: str, label: str, samples: dict[str, RunSamples]) -> BoardStats:
-    stats = BoardStats(code, label)
+def _board_stats(board: dict[str, Any], code: str, label: str, title: str, samples: dict[str, RunSamples]
+                 ) -> BoardStats:
+    stats = BoardStats(code, label, title)
     headline = board["headline_metric"]
     for row in board["rows"]:
         run = samples.get(row["run_id"])
         if run is None or headline not in run.columns:
-            stats.without_samples.append(row["backbone_name"])
+            stats.without_samples.append(row["row_label"])
         elif row["rank"] is not None:
             stats.tested.append(row["run_id"])
             if stats.sample_count is None:
@@ -202,22 +247,24 @@ def metric_disagreements(board: dict[str, Any]) -> list[tuple[str, float, int]]:
     return found
 
 
-def _heatmap(con: duckdb.DuckDBPyConnection) -> list[HeatmapRow]:
+def _rows(con: duckdb.DuckDBPyConnection) -> list[CrossTaskRow]:
     """Rows in display order: pretrained with an aggregate (best first), pretrained without, controls."""
     rows = []
-    for coverage in db_heatmap.backbone_coverage(con):
+    for coverage in db_crosstask.row_coverage(con):
         ranks, missing = coverage["ranks"], coverage["missing"]
         aggregate = None
         if not coverage["control"] and ranks and not missing:
             aggregate = math.fsum(ranks) / len(ranks)  # fsum: exact, whatever order the values came in
-        rows.append(HeatmapRow(coverage["backbone_name"], coverage["control"], aggregate, missing))
-    return sorted(rows, key=lambda r: (r.control, r.aggregate is None, r.aggregate or 0.0, r.backbone_name))
+        rows.append(CrossTaskRow(coverage["backbone_name"], coverage["layers"], coverage["row_label"],
+                                 coverage["control"], aggregate, missing))
+    return sorted(rows, key=lambda r: (r.control, r.aggregate is None, r.aggregate or 0.0, r.label))
 
 
 def _agreement(
-    columns: list[dict[str, Any]], cells: dict[tuple[str, str], dict[str, Any]]
+    columns: list[dict[str, Any]], cells: dict[tuple[str, str, str], dict[str, Any]]
 ) -> dict[tuple[str, str], Correlation]:
-    """Spearman/Kendall between every pair of heatmap columns over the pretrained backbones in both.
+    """Spearman/Kendall between every pair of table columns over the pretrained rows (backbone and layer set)
+    in both.
 
     Headline values are oriented so that higher is better on both sides: a positive correlation means
     the boards agree. Controls are left out: being bad everywhere, they would inflate agreement.
@@ -227,8 +274,8 @@ def _agreement(
         sign = 1.0 if board["higher_is_better"] else -1.0
         key = board["comparability_key"]
         oriented[key] = {
-            name: sign * cell["headline_value"]
-            for (name, cell_key), cell in cells.items()
+            (name, layers): sign * cell["headline_value"]
+            for (name, layers, cell_key), cell in cells.items()
             if cell_key == key and not cell["control"] and cell["headline_value"] is not None
         }
     agreement = {}

@@ -1,10 +1,18 @@
 """Which runs may be ranked against each other.
 
-Two runs share a board only when everything that changes the number, other than the backbone, is the
-same: the task and its versioned protocol with its parameters, the exact dataset content and split,
-how features were taken (pooling as requested, feature mode, layers, precision, input size) and, for
-a few-shot run, k. The comparability key is a short hash of exactly those fields, so it is derived,
-never written by hand.
+Two runs share a board only when everything that changes the number, other than what is being compared,
+is the same: the task and its versioned protocol with its parameters, the exact dataset content and split,
+how features were taken (pooling as requested, feature mode, precision) and, for a few-shot run, k. The
+comparability key is a short hash of exactly those fields, so it is derived, never written by hand.
+
+What is being compared is a board row: a backbone *with the layers its features were read from*. So
+`layers` is not in the key: "efficientnet_lite0 · layers 3" and "efficientnet_lite0 · last layer" are two
+rows of one depth board, answering the same question with different features (`db` labels them).
+`image_size` is not in the key either: it is the crop of the backbone's own preprocessing
+(`probe_run` copies `preprocess["crop"]`), native to each network (CIFAR ResNets 32 px, EfficientNet-Lite0
+224 px, Lite1 240, Lite2 260) and already hashed into the backbone identity, like its mean and std. Keeping
+it would give each backbone a board of its own and rank nothing; the dataset content, split and target
+size, which the input size does not change, are what make the numbers comparable.
 
 Few-shot runs are never ranked (`db` keeps them off the boards: each backbone has one run per seed).
 Their `curve_key` drops k and the subset (seed, size, items) from the key: the runs one learning curve
@@ -30,9 +38,7 @@ COMPARABILITY_FIELDS: tuple[str, ...] = (
     "dataset.split",
     "pooling_requested",
     "feature_mode",
-    "layers",
     "precision",
-    "image_size",
     "k_shot",
 )
 

@@ -11,7 +11,8 @@
 and defines the view `board_rows`: every ok full-split run placed on its board (rank, normalised rank).
 Few-shot runs are on no board: a backbone has one per seed, and ranking replicates against each other
 would be meaningless. `db_fewshot` aggregates them into learning curves instead.
-`load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`.
+`load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`; the
+per-level, per-task and per-backbone summaries are in `db_summaries`.
 
 The query functions return plain lists of dicts in a fixed order, so a page rendered from them is a
 pure function of the corpus.
@@ -20,7 +21,6 @@ pure function of the corpus.
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 import duckdb
@@ -127,6 +127,7 @@ def connect_corpus(records: list[Record], attempts: list[Record] = ()) -> duckdb
         if (b := r.backbone) is not None
     }
     _insert(con, "backbones", list(backbone_rows.values()))
+    con.execute(_LAYER_SET_MACRO)
     con.execute(_BOARD_ROWS_VIEW)
     return con
 
@@ -198,7 +199,17 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = N
 
 # -- boards ------------------------------------------------------------------------------------------
 
-# One board per comparability key over ok runs. The board's direction is the headline metric's
+# A layer set as a reader says it: "last layer" (layers null, the default), "layers 3", "layers 1,2,3".
+# Layer sets sort by their layer numbers, the default (NULL here) first: ORDER BY layer_order(layers) NULLS FIRST.
+_LAYER_SET_MACRO = """
+CREATE MACRO layer_set(layers) AS
+    CASE WHEN layers = 'null' THEN 'last layer' ELSE 'layers ' || trim(layers, '[]') END;
+CREATE MACRO layer_order(layers) AS from_json(layers, '["BIGINT"]');
+"""
+
+# One board per comparability key over ok runs. A row is a run: a backbone with the layer set its
+# features were read from (`layers` is not in the key), labelled "name · layers 3" where the board holds
+# more than one layer set of that backbone, else by the name alone. The board's direction is the headline metric's
 # `higher_is_better`; RANK() gives tied values the same rank and skips the next (1, 1, 3). Controls
 # are ranked in their own partition and never receive a rank, so a random-init control can neither
 # take nor push down a pretrained backbone's place.
@@ -237,7 +248,11 @@ ranked AS (
               AND p.headline_value IS NOT NULL AND p.sort_value < s.sort_value) AS better_count
     FROM scored s
 )
-SELECT comparability_key, run_id, backbone_name, backbone_identity, control, headline_value, sort_value,
+SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers,
+       layer_set(layers) AS layer_set,
+       CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
+            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label,
+       headline_value, sort_value,
        CASE WHEN NOT control AND headline_value IS NOT NULL THEN partition_rank END AS rank,
        ranked_count,
        CASE WHEN headline_value IS NOT NULL AND ranked_count > 0
@@ -250,10 +265,11 @@ WITH run_metrics AS (
     SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
     FROM metrics GROUP BY run_id
 )
-SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.headline_value,
-       b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
+SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.layers, b.layer_set,
+       b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
-ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name, b.run_id
+ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name,
+         layer_order(b.layers) NULLS FIRST, b.run_id
 """
 
 _BOARDS_SQL = f"""
@@ -262,13 +278,19 @@ SELECT comparability_key,
        min(protocol_params) AS protocol_params,
        min(dataset_name) AS dataset_name, min(dataset_identity) AS dataset_identity, min(split) AS split,
        min(pooling_requested) AS pooling_requested, min(feature_mode) AS feature_mode,
-       min(layers) AS layers, min(precision) AS precision, min(image_size) AS image_size,
+       min(precision) AS precision,
+       -- not in the key: each backbone's own input size, and the layer sets its rows were read from
+       list(DISTINCT image_size ORDER BY image_size) FILTER (WHERE image_size IS NOT NULL) AS image_sizes,
+       (SELECT list(layer_set(l) ORDER BY layer_order(l) NULLS FIRST) FROM (
+            SELECT DISTINCT layers AS l FROM records s
+            WHERE s.comparability_key = records.comparability_key AND s.status = 'ok' AND s.k_shot IS NULL)
+       ) AS layer_sets,
        min(headline_metric) AS headline_metric,
        count(DISTINCT headline_metric) AS headline_metrics
 FROM records WHERE status = 'ok' AND k_shot IS NULL
 GROUP BY comparability_key
 ORDER BY min({LEVEL_ORDER}), task, dataset_name, split, protocol, pooling_requested, feature_mode,
-         layers, precision, image_size NULLS FIRST, comparability_key
+         precision, comparability_key
 """
 
 # Every metric seen on a board, headline first, then by name, with the direction runs agree on.
@@ -322,84 +344,3 @@ def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         )
         board["rows"] = rows.get(key, [])
     return board_list
-
-
-# -- failures and summaries --------------------------------------------------------------------------
-
-
-def failed_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    return fetch(con, f"""
-        SELECT run_id, backbone_name, task, level, dataset_name, split,
-               failure_phase, failure_type, failure_message, k_shot, seed, in_corpus
-        FROM runs_and_attempts WHERE status = 'failed'
-        ORDER BY {LEVEL_ORDER}, task, backbone_name, run_id
-    """)
-
-
-def task_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per task: level, number of boards, ok runs and failed runs; of the ok runs, how many are few-shot
-    runs (on no board) and on how many learning curves they lie."""
-    return fetch(con, f"""
-        SELECT level, task,
-               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok' AND k_shot IS NULL) AS boards,
-               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
-               count(*) FILTER (WHERE status = 'failed') AS failed_runs,
-               count(*) FILTER (WHERE status = 'ok' AND k_shot IS NOT NULL) AS fewshot_runs,
-               count(DISTINCT curve_key) FILTER (WHERE status = 'ok') AS curves
-        FROM runs_and_attempts
-        GROUP BY level, task
-        ORDER BY {LEVEL_ORDER}, task
-    """)
-
-
-def backbone_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per backbone name: control or not, its identities (one per precision/pin), run counts."""
-    summary = fetch(con, """
-        SELECT backbone_name, bool_or(control) AS control,
-               list(DISTINCT backbone_identity ORDER BY backbone_identity)
-                   FILTER (WHERE backbone_identity IS NOT NULL) AS identities,
-               count(DISTINCT task) AS tasks,
-               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
-               count(*) FILTER (WHERE status = 'failed') AS failed_runs
-        FROM runs_and_attempts
-        GROUP BY backbone_name
-        ORDER BY backbone_name
-    """)
-    for row in summary:
-        row["identities"] = row["identities"] or []  # a list aggregate over no rows is NULL
-    return summary
-
-
-def backbone_identities(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
-    """The identity blocks recorded for one backbone name, with weights/architecture/preprocess decoded."""
-    rows = fetch(con, """
-        SELECT identity, control, weights, architecture, preprocess
-        FROM backbones WHERE backbone_name = ? ORDER BY identity
-    """, [backbone_name])
-    for row in rows:
-        for block in ("weights", "architecture", "preprocess"):
-            row[block] = json.loads(row[block])
-    return rows
-
-
-def backbone_runs(con: duckdb.DuckDBPyConnection, backbone_name: str) -> list[dict[str, Any]]:
-    return fetch(con, f"""
-        SELECT run_id, task, level, dataset_name, split, precision, status, headline_metric, headline_value,
-               k_shot, seed
-        FROM records WHERE backbone_name = ?
-        ORDER BY {LEVEL_ORDER}, task, dataset_name NULLS LAST, split NULLS LAST, precision, k_shot NULLS FIRST,
-                 seed, run_id
-    """, [backbone_name])
-
-
-def level_summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per level: number of tasks, boards, ok runs and failed runs."""
-    return fetch(con, f"""
-        SELECT level, count(DISTINCT task) AS tasks,
-               count(DISTINCT comparability_key) FILTER (WHERE status = 'ok' AND k_shot IS NULL) AS boards,
-               count(*) FILTER (WHERE status = 'ok') AS ok_runs,
-               count(*) FILTER (WHERE status = 'failed') AS failed_runs
-        FROM runs_and_attempts
-        GROUP BY level
-        ORDER BY {LEVEL_ORDER}
-    """)

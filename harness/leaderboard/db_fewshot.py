@@ -1,8 +1,9 @@
 """Few-shot runs as learning curves: SQL over db's `records` table.
 
 A curve is every ok few-shot run sharing a `curve_key` (the comparability fields less k and the
-subset): one line per backbone, one point per k, summarising that backbone's runs over the subset
-seeds. Few-shot runs never reach `board_rows` (db), so they take no rank and no place in the heatmap.
+subset): one line per backbone and layer set (a board row's identity, see `comparability`), one point per
+k, summarising that line's runs over the subset seeds. Few-shot runs never reach `board_rows` (db), so
+they take no rank and no place in the cross-task table.
 
 Each point's values are gathered into a list in seed order first and summarised from that list, so the
 floating-point sums run in one fixed order whatever order the engine scanned the rows in.
@@ -21,7 +22,7 @@ _CURVES_SQL = f"""
 SELECT r.curve_key, min(r.level) AS level, min(r.task) AS task, min(r.protocol) AS protocol,
        min(r.dataset_name) AS dataset_name, min(r.dataset_identity) AS dataset_identity, min(r.split) AS split,
        min(r.pooling_requested) AS pooling_requested, min(r.feature_mode) AS feature_mode,
-       min(r.layers) AS layers, min(r.precision) AS precision, min(r.image_size) AS image_size,
+       min(r.precision) AS precision,
        min(r.headline_metric) AS headline_metric, count(DISTINCT r.headline_metric) AS headline_metrics,
        bool_and(m.higher_is_better) AS higher_is_better, count(DISTINCT m.higher_is_better) AS directions,
        min(json_extract_string(r.protocol_params, '$.k_shot_unit')) AS unit,
@@ -35,23 +36,27 @@ GROUP BY r.curve_key
 ORDER BY min({LEVEL_ORDER}), task, dataset_name, split, protocol, unit, r.curve_key
 """
 
-# One row per (curve, backbone, k): mean, sample standard deviation, min and max of the headline over
-# the seeds. Pretrained backbones first, then controls, each by name.
+# One row per (curve, backbone, layer set, k): mean, sample standard deviation, min and max of the
+# headline over the seeds. Pretrained backbones first, then controls, each by name. A line is labelled
+# with its layer set only where the curve holds more than one for that backbone, as a board row is.
 _POINTS_SQL = """
 WITH seeds AS (
-    SELECT curve_key, backbone_name, control, k_shot,
+    SELECT curve_key, backbone_name, layers, control, k_shot,
            list(headline_value ORDER BY seed, run_id) AS headline_values,
            list(seed ORDER BY seed, run_id) AS seeds,
            list(run_id ORDER BY seed, run_id) AS run_ids
     FROM records
     WHERE status = 'ok' AND k_shot IS NOT NULL AND headline_value IS NOT NULL
-    GROUP BY curve_key, backbone_name, control, k_shot
+    GROUP BY curve_key, backbone_name, layers, control, k_shot
 )
-SELECT curve_key, backbone_name, control, k_shot, seeds, run_ids, len(headline_values) AS n,
+SELECT curve_key, backbone_name, layers,
+       CASE WHEN count(DISTINCT layers) OVER (PARTITION BY curve_key, backbone_name) > 1
+            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label,
+       control, k_shot, seeds, run_ids, len(headline_values) AS n,
        list_avg(headline_values) AS mean, list_aggregate(headline_values, 'stddev_samp') AS sd,
        list_min(headline_values) AS low, list_max(headline_values) AS high
 FROM seeds
-ORDER BY curve_key, control, backbone_name, k_shot
+ORDER BY curve_key, control, backbone_name, layer_order(layers) NULLS FIRST, k_shot
 """
 
 
@@ -61,14 +66,15 @@ class CurveError(ValueError):
 
 def curves(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One dict per learning curve, with its fixed fields, `k_shots`, `seeds`, `unit` and `lines`: per
-    backbone (pretrained first, then controls, by name) its `points`, one per k with n, mean, sd (None
-    for a single seed), low, high, seeds and run_ids."""
+    backbone and layer set (pretrained first, then controls, by name) its `backbone_name`, `row_label`,
+    `control` and `points`, one per k with n, mean, sd (None for a single seed), low, high, seeds and
+    run_ids."""
     curve_list = fetch(con, _CURVES_SQL)
-    lines: dict[str, dict[str, dict[str, Any]]] = {}
+    lines: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for point in fetch(con, _POINTS_SQL):
-        key, name = point.pop("curve_key"), point.pop("backbone_name")
-        line = lines.setdefault(key, {}).setdefault(name, {"backbone_name": name, "control": point["control"],
-                                                           "points": []})
+        key, name, layers, label = (point.pop(f) for f in ("curve_key", "backbone_name", "layers", "row_label"))
+        line = lines.setdefault(key, {}).setdefault((name, layers), {
+            "backbone_name": name, "row_label": label, "control": point["control"], "points": []})
         line["points"].append(point)
     for curve in curve_list:
         where = f"learning curve {curve['curve_key']} ({curve['task']}, {curve['dataset_name']})"

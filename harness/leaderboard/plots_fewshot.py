@@ -17,9 +17,9 @@ from harness.leaderboard.svg import Svg, text_width
 
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
 GRID_STROKE, AXIS_STROKE = "#dddddd", "#000000"
-FONT, SMALL = 12.0, 10.0
+FONT = 12.0  # every text, axis ticks included: ≥ 11 px on screen at natural size (tests/test_browser.py)
 PAD = 10.0
-PLOT_W, PLOT_H = 400.0, 240.0
+PLOT_W, PLOT_H = 440.0, 240.0
 INSET = 18.0  # the first and last k sit this far inside the axes
 DODGE = 4.0  # sideways offset between neighbouring lines, in pixels
 UNIT_TEXT = {"images_per_class": "training images per class", "images": "training images"}
@@ -57,19 +57,22 @@ def curve_svg(curve: dict[str, Any], label: str) -> str:
     values = [v for line in lines for p in line["points"] for v in (p["low"], p["high"])]
     ticks, decimals = nice_ticks(min(values), max(values))
     y_low, y_high = ticks[0], ticks[-1]
-    title = f"{curve['task']}: {curve['headline_metric']} vs k, {label}"
+    title = f"{curve['task']}: {curve['headline_metric']} vs k"  # then the label on a line of its own
     direction = "higher" if curve["higher_is_better"] else "lower"
     y_title = f"{curve['headline_metric']} ({direction} is better); mean over seeds, bars min to max"
     tick_w = max(text_width(f"{t:.{decimals}f}", FONT) for t in ticks)
-    left, top = PAD + tick_w + 8, 52.0
-    names = [line["backbone_name"] + (" (control)" if line["control"] else "") for line in lines]
-    legend_x = left + PLOT_W + 2 * PAD
-    width = max(legend_x + 30 + max(text_width(n, FONT) for n in names) + PAD,
-                text_width(title, FONT) + 2 * PAD, text_width(y_title, SMALL) + 2 * PAD)
+    left, top = PAD + tick_w + 8, 70.0
+    names = [line["row_label"] + (" (control)" if line["control"] else "") for line in lines]
     bottom = top + PLOT_H
-    svg = Svg(width, bottom + 52, title, GENERATED_HEADER)
+    # The legend goes under the axis title, one line each: beside the plot it would make the figure wider
+    # than a page column, and a narrower figure is what keeps its 12 px text at 12 px on screen.
+    legend_top = bottom + 62
+    width = max(left + PLOT_W + 2 * PAD, PAD + 30 + max(text_width(n, FONT) for n in names) + PAD,
+                text_width(label, FONT) + 2 * PAD, text_width(y_title, FONT) + 2 * PAD)
+    svg = Svg(width, legend_top + 18 * len(lines) + PAD, f"{title}, {label}", GENERATED_HEADER)
     svg.text(PAD, 16, title, FONT, bold=True)
-    svg.text(PAD, top - 14, y_title, SMALL)
+    svg.text(PAD, 34, label, FONT)
+    svg.text(PAD, top - 14, y_title, FONT)
 
     def y_of(value: float) -> float:
         return bottom - (value - y_low) / (y_high - y_low) * PLOT_H
@@ -98,7 +101,7 @@ def curve_svg(curve: dict[str, Any], label: str) -> str:
             svg.polyline(xy, colour, dashed=line["control"])
         for (x, y), point in zip(xy, line["points"], strict=True):
             svg.circle(x, y, 3.5, colour, _point_tip(name, point))
-        legend_y = top + 8 + index * 18
-        svg.polyline([(legend_x, legend_y), (legend_x + 22, legend_y)], colour, dashed=line["control"])
-        svg.text(legend_x + 30, legend_y + 4, name, FONT)
+        legend_y = legend_top + index * 18
+        svg.polyline([(PAD, legend_y), (PAD + 22, legend_y)], colour, dashed=line["control"])
+        svg.text(PAD + 30, legend_y + 4, name, FONT)
     return svg.render()

@@ -1,11 +1,13 @@
-"""The leaderboard site: every generated page and figure, as a pure function of the corpus and the
-per-sample score files its records point to.
+"""The leaderboard site: every generated page, figure and data file, as a pure function of the corpus, the
+per-sample score files its records point to, and the frozen releases.
 
 No timestamps, no randomness beyond seeded bootstraps: every order comes from an ORDER BY in `db`,
 every number has fixed decimals, every seed is derived from names, so rendering the same corpus twice
 (in any record order) gives the same bytes and a moved score shows in the diff. The pages themselves
-live in `render_overview` (home, agreement), `render_boards` (tasks, levels), `render_backbones` and
-`render_provenance` (one page per run); the figures in `plots`.
+live in `render_overview` (home, agreement), `render_crosstask` (the home page's table), `render_boards`
+(tasks, levels), `render_compare`, `render_backbones`, `render_provenance` (one page per run) and
+`render_downloads` (downloads, changelog); the figures in `plots` and `plots_fewshot`, the data files in
+`downloads` and `plot_data`.
 """
 
 from __future__ import annotations
@@ -14,24 +16,33 @@ from pathlib import Path
 
 import duckdb
 
-from harness.atomic import write_text_atomic
-from harness.leaderboard import db, db_fewshot
+from harness import paths
+from harness.atomic import write_bytes_atomic
+from harness.leaderboard import db, db_compare, db_fewshot, db_summaries, downloads, plot_data, releases
 from harness.leaderboard.analysis import analyse
-from harness.leaderboard.markdown import GENERATED_HEADER, page_stem
-from harness.leaderboard.plots import agreement_svg, heatmap_svg
+from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
+from harness.leaderboard.plots import agreement_svg
 from harness.leaderboard.plots_fewshot import curve_svg
 from harness.leaderboard.render_backbones import render_backbone_page
 from harness.leaderboard.render_boards import render_level_page, render_task_page
+from harness.leaderboard.render_compare import render_compare
+from harness.leaderboard.render_downloads import render_changelog, render_downloads_page
 from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
-from harness.leaderboard.render_provenance import render_run_page
+from harness.leaderboard.render_provenance import render_run_page, run_fields
 from harness.records import Record
 
-__all__ = ["GENERATED_DIRS", "GENERATED_FILES", "GENERATED_HEADER", "HandWrittenPageError", "is_generated",
-           "render_site", "rendered_pages"]
+__all__ = ["GENERATED_DIRS", "GENERATED_FILES", "GENERATED_HEADER", "OWNED_DIRS", "HandWrittenPageError",
+           "is_generated", "render_site", "rendered_pages"]
 
-GENERATED_DIRS = ("tasks", "backbones", "levels", "runs", "plots")  # where stale generated files are removed
-GENERATED_FILES = ("index.md", "agreement.md")  # generated pages at the top of docs/
+# Where stale generated files are removed (recursively): a file there is generated if it carries the header.
+GENERATED_DIRS = ("tasks", "backbones", "levels", "runs", "plots")
+# Folders the site stage owns whole: every file in them is generated (data files have no room for a header),
+# so a stale one is removed and none is ever hand-written.
+OWNED_DIRS = (downloads.DOWNLOADS_DIR, plot_data.DATA_DIR)
+GENERATED_FILES = ("index.md", "agreement.md", "compare.md", "downloads.md", "changelog.md")  # top of docs/
+
+Content = str | bytes  # pages and figures are text; Parquet and gzip files are bytes
 
 
 class HandWrittenPageError(RuntimeError):
@@ -41,37 +52,50 @@ class HandWrittenPageError(RuntimeError):
 # -- the site ----------------------------------------------------------------------------------------
 
 
-def rendered_pages(records: list[Record], root: Path = Path("."), failures: list[Record] = ()) -> dict[str, str]:
+def rendered_pages(records: list[Record], root: Path = Path("."), failures: list[Record] = (),
+                   docs_dir: Path | None = None) -> dict[str, Content]:
     """Every generated file, as {path relative to docs/: content}, sorted by path.
 
     `root` is where the records' per-sample paths are relative to (the project root); `failures` are the
-    failed attempts kept apart from the corpus, listed on their task pages.
+    failed attempts kept apart from the corpus, listed on their task pages; `docs_dir` (default
+    `root`/docs) is where the frozen releases are read from, for the downloads page and the changelog.
     """
     con = db.connect_corpus(records, failures)
     try:
-        return _pages(con, records, Path(root))
+        return _pages(con, records, Path(root), Path(root) / paths.DOCS if docs_dir is None else Path(docs_dir))
     finally:
         con.close()
 
 
-def _add(pages: dict[str, str], path: str, text: str, what: str) -> None:
+def _add(pages: dict[str, Content], path: str, content: Content, what: str) -> None:
     if path in pages:  # "a@b" and "a-at-b" would share a file
         raise ValueError(f"{what} would overwrite another generated page {path}")
-    pages[path] = text
+    pages[path] = content
 
 
-def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> dict[str, str]:
+def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, docs_dir: Path) -> dict[str, Content]:
     analysis = analyse(con, records, root)
-    levels = db.level_summary(con)
-    tasks = db.task_summary(con)
-    backbones = db.backbone_summary(con)
-    all_failed = db.failed_runs(con)
+    levels = db_summaries.level_summary(con)
+    tasks = db_summaries.task_summary(con)
+    backbones = db_summaries.backbone_summary(con)
+    all_failed = db_summaries.failed_runs(con)
     curves = db_fewshot.curves(con)
     labels = curve_labels(curves)
-    pages = {"index.md": render_index(levels, tasks, backbones, analysis), "agreement.md": render_agreement(analysis)}
-    if analysis.columns:
-        pages["plots/heatmap.svg"] = heatmap_svg(analysis)
+    frozen = releases.releases(docs_dir)
+    files = downloads.download_files(con, records)
+    pages: dict[str, Content] = {
+        "index.md": render_index(levels, tasks, backbones, analysis),
+        "agreement.md": render_agreement(analysis),
+        "compare.md": render_compare(analysis, db_compare.board_pairs(con)),
+        "downloads.md": render_downloads_page(files, downloads.table_facts(con), frozen, len(records)),
+        "changelog.md": render_changelog(con, frozen),
+    }
+    pages.update({f"{downloads.DOWNLOADS_DIR}/{name}": data for name, data in files.items()})
+    if analysis.agreement_columns:
         pages["plots/agreement.svg"] = agreement_svg(analysis)
+    codes = {key: stats.code for key, stats in analysis.stats.items()}
+    pages.update(plot_data.board_distributions(con, codes))
+    pages.update(plot_data.curve_data(curves))
     for level in levels:
         level_tasks = [t for t in tasks if t["level"] == level["level"]]
         pages[f"levels/{level['level']}.md"] = render_level_page(level, level_tasks, analysis)
@@ -87,46 +111,63 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) ->
             pages[curve_plot_path(curve)] = curve_svg(curve, labels[curve["curve_key"]])
     for backbone in backbones:
         name = backbone["backbone_name"]
-        page = render_backbone_page(backbone, db.backbone_identities(con, name), db.backbone_runs(con, name), analysis)
+        page = render_backbone_page(backbone, db_summaries.backbone_identities(con, name),
+                                    db_summaries.backbone_runs(con, name), db_summaries.backbone_curves(con, name),
+                                    analysis)
         _add(pages, f"backbones/{page_stem(name)}.md", page, f"backbone {name!r}")
     for record in sorted(records, key=lambda r: r.run_id):
-        _add(pages, f"runs/{page_stem(record.run_id)}.md", render_run_page(record, analysis), f"run {record.run_id!r}")
+        _add(pages, run_path(run_fields(record)), render_run_page(record, analysis), f"run {record.run_id!r}")
     return dict(sorted(pages.items()))
 
 
 def is_generated(path: Path) -> bool:
-    """Whether a file carries GENERATED_HEADER: on its first line, or right after an XML declaration."""
+    """Whether a file carries GENERATED_HEADER: on its first line, right after an XML declaration, or as a
+    YAML comment opening a page's front matter."""
     try:
         with path.open(encoding="utf-8") as handle:
             first = handle.readline().rstrip("\n")
             if first.startswith("<?xml"):
                 first = handle.readline().rstrip("\n")
+            elif first == "---":
+                return handle.readline().rstrip("\n") == FRONT_MATTER_HEADER
             return first == GENERATED_HEADER
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def _owned(relative: Path) -> bool:
+    return any(relative.is_relative_to(owned) for owned in OWNED_DIRS)
 
 
 def render_site(records: list[Record], docs_dir: Path, root: Path = Path("."), failures: list[Record] = ()
                 ) -> list[Path]:
     """Write the generated files under `docs_dir`, remove stale generated ones; return written paths.
 
-    Hand-written files (those without GENERATED_HEADER) are never deleted or overwritten. `root` is
-    where the records' per-sample score files are found (their paths are relative to it).
+    Hand-written files (those without GENERATED_HEADER, outside OWNED_DIRS) are never deleted or
+    overwritten. `root` is where the records' per-sample score files are found (their paths are relative
+    to it); releases are read from `docs_dir`.
     """
     docs_dir = Path(docs_dir)
-    pages = rendered_pages(records, root, failures)
-    targets = {docs_dir / relative: text for relative, text in pages.items()}
-    clashes = sorted(str(p) for p in targets if p.exists() and not is_generated(p))
+    pages = rendered_pages(records, root, failures, docs_dir)
+    targets = {docs_dir / relative: content for relative, content in pages.items()}
+    clashes = sorted(str(p) for p in targets
+                     if p.exists() and not _owned(p.relative_to(docs_dir)) and not is_generated(p))
     if clashes:
         raise HandWrittenPageError(
             f"refusing to overwrite hand-written files: {', '.join(clashes)}; move them or add the header"
         )
-    for subdir in GENERATED_DIRS:
-        for stale in sorted((docs_dir / subdir).glob("*")):
-            if stale.is_file() and stale not in targets and is_generated(stale):
+    for subdir in (*GENERATED_DIRS, *OWNED_DIRS):
+        for stale in sorted((docs_dir / subdir).rglob("*")):
+            owned = _owned(stale.relative_to(docs_dir))
+            if stale.is_file() and stale not in targets and (owned or is_generated(stale)):
                 stale.unlink()
-    for path, text in targets.items():
-        # Unchanged pages are left alone so their mtimes (and mkdocs' rebuilds) stay quiet.
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            write_text_atomic(path, text)
+        # folders emptied above (a task or curve with no runs left), deepest first
+        for folder in sorted((p for p in (docs_dir / subdir).rglob("*") if p.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    for path, content in targets.items():
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        # Unchanged files are left alone so their mtimes (and mkdocs' rebuilds) stay quiet.
+        if not path.exists() or path.read_bytes() != data:
+            write_bytes_atomic(path, data)
     return sorted(targets)

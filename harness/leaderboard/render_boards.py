@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness.leaderboard.analysis import Analysis, BoardStats
@@ -22,8 +23,10 @@ from harness.leaderboard.markdown import (
     table,
     task_link,
     truncate,
+    value_text,
     with_interval,
 )
+from harness.leaderboard.plot_data import board_distribution_path
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
 from harness.paths import stage_of_run, stage_parts
@@ -34,48 +37,70 @@ def level_link(level: str, prefix: str) -> str:
 
 
 def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
-    """One board: what was held fixed, caveats, the ranked table with intervals and tie groups."""
+    """One board: its title, what it ranks by, caveats, the ranked table with intervals and tie groups, the
+    paired tests, and (collapsed) the identity hashes and parameters that define it."""
     key = board["comparability_key"]
     stats = analysis.stats[key]
-    size = MISSING if board["image_size"] is None else f"{board['image_size']} px"
     headline = board["headline_metric"]
+    direction = "higher" if board["higher_is_better"] else "lower"
     lines = [
-        f"## {cell(board['dataset_name'])} ({cell(board['split'])}), {cell(board['protocol'])}, "
-        f"pooling {cell(board['pooling_requested'])}, {cell(board['precision'])}, {size} {{ #{board_anchor(key)} }}",
+        f"## {cell(stats.title)} {{ #{board_anchor(key)} }}",
         "",
-        f"Board **{stats.code}**, {cell(stats.label)}; comparability key {code(key)}",
-        "",
-        f"Protocol {protocol_link(board['protocol'], '../')}. Features: {cell(board['feature_mode'])}, layers "
-        f"{code(board['layers'])}; protocol parameters {code(board['protocol_params'])}; dataset identity "
-        f"{code(board['dataset_identity'])}. Ranked by **{cell(headline)}** "
-        f"({'higher' if board['higher_is_better'] else 'lower'} is better); tied values share a rank. "
-        + _directions(board["metrics"]),
+        f"Board **{stats.code}**. Ranked by **{cell(headline)}** ({direction} is better) under "
+        f"{protocol_link(board['protocol'], '../')}; tied values share a rank. "
+        f"Data: [downloads](../downloads.md) (the whole corpus and every per-sample score)"
+        + (f", [this board's score distributions](../{board_distribution_path(stats.code)}) (CSV)."
+           if len(stats.without_samples) < len(board["rows"]) else "."),
         "",
         "Caveats: " + "; ".join(_caveats(board, stats)) + ".",
         "",
     ]
     if stats.disagreements:
-        parts = [f"{cell(headline)} and {cell(metric)} (Kendall τ-b {tau:.2f} over {n} backbones)"
+        parts = [f"{cell(headline)} and {cell(metric)} (Kendall τ-b {tau:.2f} over {n} rows)"
                  for metric, tau, n in stats.disagreements]
-        lines += [f"Metric disagreement: the metrics order the backbones differently: {'; '.join(parts)}. "
+        lines += [f"Metric disagreement: the metrics order the rows differently: {'; '.join(parts)}. "
                   f"The rank follows {cell(headline)}.", ""]
     names = [m["metric"] for m in board["metrics"]]
     has_interval = any((row["run_id"], headline) in analysis.intervals for row in board["rows"])
     headline_head = f"**{cell(headline)}**" + (" [95% CI]" if has_interval else "")
-    header = ["Rank", "Backbone", *(headline_head if n == headline else cell(n) for n in names), "Tie group", "Run"]
+    others = [n for n in names if n != headline]
+    # Rank, row and tie group first: with the backbone column pinned (docs/stylesheets/site.css) they stay
+    # in view however far a wide board scrolls.
+    header = ["Rank", "Backbone", "Tie group", headline_head, *(cell(n) for n in others), "Run"]
     rows = []
     for row in board["rows"]:
         rank = "control" if row["control"] else (MISSING if row["rank"] is None else str(row["rank"]))
-        values = []
-        for name in names:
-            value = row["metrics"].get(name)
-            # A missing cell stays visibly missing: never filled, never averaged over.
-            values.append(with_interval(value, analysis.intervals.get((row["run_id"], name)))
-                          if name == headline else number(value))
-        rows.append([rank, backbone_link(row["backbone_name"], "../"), *values,
-                     stats.groups.get(row["run_id"], MISSING), run_link(row["run_id"], "../")])
-    lines += [*table(header, rows), ""]
-    return lines + _adjacent_tests(board, stats)
+        # A missing cell stays visibly missing: never filled, never averaged over.
+        value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
+        rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]),
+                     stats.groups.get(row["run_id"], MISSING), value,
+                     *(number(row["metrics"].get(n)) for n in others),
+                     run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
+    lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
+    return lines + _adjacent_tests(board, stats) + _identity(board, stats)
+
+
+def _identity(board: dict[str, Any], stats: BoardStats) -> list[str]:
+    """The hashes and parameters that make the board, folded away: what a reader checks, not reads."""
+    sizes = ", ".join(f"{s} px" for s in board["image_sizes"]) or MISSING
+    layer_sets = ", ".join(board["layer_sets"])
+    items = [
+        ("board code", stats.code), ("comparability key", board["comparability_key"]),
+        ("dataset", f"{board['dataset_name']} ({board['split']} split)"),
+        ("dataset identity", board["dataset_identity"]), ("protocol", board["protocol"]),
+        *((f"protocol: {name}", value) for name, value in sorted(json.loads(board["protocol_params"]).items())),
+        ("features", board["feature_mode"]), ("pooling requested", board["pooling_requested"]),
+        ("precision", board["precision"]),
+        ("input sizes", f"{sizes} (each backbone's own, not part of the key)"),
+        ("layer sets", f"{layer_sets} (a row's, not part of the key)"),
+        ("metrics", _directions(board["metrics"])),
+    ]
+    rows = [[cell(name), code(value) if name in _HASHES else value_text(value)] for name, value in items]
+    return [f'??? info "What defines board {stats.code}: comparability key, dataset identity, parameters"', "",
+            *("    " + line for line in table(["Field", "Value"], rows)), ""]
+
+
+_HASHES = ("comparability key", "dataset identity")
 
 
 def _caveats(board: dict[str, Any], stats: BoardStats) -> list[str]:
@@ -91,7 +116,7 @@ def _caveats(board: dict[str, Any], stats: BoardStats) -> list[str]:
     if ranked == 0:
         notes.append("controls only: nothing is ranked")
     elif ranked == 1:
-        notes.append("one pretrained backbone: its rank compares it with nothing")
+        notes.append("one pretrained row: its rank compares it with nothing")
     if len(stats.tested) > 1 and stats.p_floor >= ALPHA:
         notes.append(f"with {len(stats.pairs)} pairs and {RESAMPLES} resamples no Holm-adjusted p-value can fall "
                      f"below {stats.p_floor:.4f}, so every row is tied: ties here mean \"not resolvable\"")
@@ -102,7 +127,7 @@ def _caveats(board: dict[str, Any], stats: BoardStats) -> list[str]:
 def _adjacent_tests(board: dict[str, Any], stats: BoardStats) -> list[str]:
     if len(stats.tested) < 2:
         return []
-    names = {row["run_id"]: row["backbone_name"] for row in board["rows"]}
+    names = {row["run_id"]: row["row_label"] for row in board["rows"]}
     lines = [
         f"Paired bootstrap on {cell(board['headline_metric'])} between adjacent ranked rows (difference = upper − "
         f"lower, {RESAMPLES} resamples); p-values Holm-adjusted over all {len(stats.pairs)} pairs on this board. "
@@ -116,7 +141,8 @@ def _adjacent_tests(board: dict[str, Any], stats: BoardStats) -> list[str]:
         rows.append([cell(names[upper]), cell(names[lower]),
                      f"{test.difference:+.4f} [{test.low:+.4f}, {test.high:+.4f}]",
                      p_value(test.p_value), p_value(adjusted), "yes" if adjusted >= ALPHA else "no"])
-    return [*lines, *table(["Upper", "Lower", "Difference [95% CI]", "p", "Holm p", "Tied"], rows), ""]
+    return [*lines, '<div class="vb-pinned" markdown>', "",
+            *table(["Upper", "Lower", "Difference [95% CI]", "p", "Holm p", "Tied"], rows), "", "</div>", ""]
 
 
 def _directions(metrics: list[dict[str, Any]]) -> str:
@@ -151,10 +177,11 @@ def render_task_page(
         f"# {cell(task['task'])}",
         "",
         f"Level: {level_link(task['level'], '../')}. {runs}{count(task['failed_runs'], 'failed run')}. "
-        "Each board holds runs that share a comparability key; numbers on different boards are not "
-        "comparable. Headline values carry a 95% bootstrap interval over the run's per-sample scores; "
-        "rows sharing a tie group letter are not significantly different "
-        "(see the [reading guide](../index.md#reading-guide)).",
+        "Each board ranks the runs that share a comparability key; a row is a backbone with the layers its "
+        "features were read from. Numbers on different boards are not comparable. Headline values carry a "
+        "95% bootstrap interval over the run's per-sample scores; rows sharing a tie group letter are not "
+        "significantly different (see the [reading guide](../index.md#reading-guide)); "
+        "[compare](../compare.md) puts any two rows side by side on every board they share.",
         "",
     ]
     if not boards:
@@ -168,7 +195,7 @@ def render_task_page(
                   "one on the boards. Re-running the command retries it.", ""]
         lines += table(
             ["Run", "Backbone", "Dataset", "Phase", "Error type", "Message", "Retry"],
-            [[run_link(f["run_id"], "../") if f["in_corpus"] else cell(f["run_id"]),
+            [[run_link(f, "../") if f["in_corpus"] else cell(f["run_id"]),
               backbone_link(f["backbone_name"], "../"), dataset_text(f),
               cell(f["failure_phase"]), cell(f["failure_type"]), cell(truncate(f["failure_message"])),
               f"`{retry_command(f)}`"]
@@ -202,12 +229,13 @@ def render_level_page(level: dict[str, Any], tasks: list[dict[str, Any]], analys
     for board in boards:
         stats = analysis.stats[board["comparability_key"]]
         ranked = [r for r in board["rows"] if r["rank"] is not None]
-        best = ", ".join(backbone_link(r["backbone_name"], "../") for r in ranked if r["rank"] == 1) or MISSING
-        top_group = [backbone_link(r["backbone_name"], "../") for r in ranked if stats.groups.get(r["run_id"]) == "A"]
+        best = ", ".join(backbone_link(r["backbone_name"], "../", r["row_label"]) for r in ranked if r["rank"] == 1)
+        top_group = [backbone_link(r["backbone_name"], "../", r["row_label"]) for r in ranked
+                     if stats.groups.get(r["run_id"]) == "A"]
         rows.append([
             stats.code, board_link(stats.label, board["task"], board["comparability_key"], "../"),
             protocol_link(board["protocol"], "../"), cell(board["headline_metric"]), str(len(ranked)),
-            str(sum(1 for r in board["rows"] if r["control"])), best, ", ".join(top_group) or MISSING,
+            str(sum(1 for r in board["rows"] if r["control"])), best or MISSING, ", ".join(top_group) or MISSING,
         ])
     lines += table(["Code", "Board", "Protocol", "Headline", "Ranked", "Controls", "Rank 1", "Tie group A"], rows)
     return page(lines)

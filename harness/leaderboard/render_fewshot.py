@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.leaderboard.markdown import MISSING, backbone_link, cell, code, page_stem, protocol_link, table
+from harness.leaderboard.plot_data import curve_data_path
 from harness.leaderboard.plots_fewshot import UNIT_TEXT
 
 # The few-shot protocol's section in docs/protocols.md.
@@ -40,7 +41,6 @@ def _cell(point: dict[str, Any] | None) -> str:
 
 def render_curve(curve: dict[str, Any], label: str) -> list[str]:
     key, ks = curve["curve_key"], curve["k_shots"]
-    size = MISSING if curve["image_size"] is None else f"{curve['image_size']} px"
     headline = curve["headline_metric"]
     lines = [
         f"### {cell(label)} {{ #{curve_anchor(key)} }}",
@@ -48,19 +48,20 @@ def render_curve(curve: dict[str, Any], label: str) -> list[str]:
         f"Curve key {code(key)}. Protocol {protocol_link(curve['protocol'], '../')} on a few-shot subset of the "
         f"training split ({protocol_link(FEWSHOT_PROTOCOL, '../')}); dataset identity "
         f"{code(curve['dataset_identity'])}; features {cell(curve['feature_mode'])}, pooling "
-        f"{cell(curve['pooling_requested'])}, layers {code(curve['layers'])}, {cell(curve['precision'])}, {size}. "
+        f"{cell(curve['pooling_requested'])}, {cell(curve['precision'])}; each backbone at its own input size. "
         f"Subset seeds {', '.join(str(s) for s in curve['seeds'])}; every backbone trained on the same items "
-        f"for a given k and seed.",
+        f"for a given k and seed. The numbers drawn: [CSV](../{curve_data_path(curve)}).",
         "",
-        f"![Learning curve: {cell(label)}](../{curve_plot_path(curve)})",
+        f"![Learning curve: {cell(label)}](../{curve_plot_path(curve)}){{ .vb-figure }}",
         "",
     ]
     rows = []
     for line in curve["lines"]:
         by_k = {p["k_shot"]: p for p in line["points"]}
-        name = backbone_link(line["backbone_name"], "../") + (" (control)" if line["control"] else "")
+        name = backbone_link(line["backbone_name"], "../", line["row_label"])
+        name += " (control)" if line["control"] else ""
         rows.append([name, *(_cell(by_k.get(k)) for k in ks)])
-    lines += table(["Backbone", *(f"k={k}" for k in ks)], rows)
+    lines += ['<div class="vb-pinned" markdown>', "", *table(["Backbone", *(f"k={k}" for k in ks)], rows), "", "</div>"]
     lines += ["", f"Each cell: {cell(headline)} ({'higher' if curve['higher_is_better'] else 'lower'} is better), "
               "mean ± sample standard deviation over the subset seeds that succeeded (n); a failed seed is listed "
               "under Failed runs, never filled in.", ""]

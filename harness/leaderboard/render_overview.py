@@ -1,4 +1,4 @@
-"""The home page (heatmap, reading guide, aggregates, levels, tasks, backbones) and the agreement page."""
+"""The home page (cross-task table, reading guide, board legend, levels, tasks, backbones) and the agreement page."""
 
 from __future__ import annotations
 
@@ -11,35 +11,42 @@ from harness.leaderboard.markdown import (
     board_link,
     cell,
     page,
-    protocol_link,
     short,
     table,
     task_link,
 )
 from harness.leaderboard.render_boards import level_link
-from harness.leaderboard.statistics import ALPHA, MIN_CORRELATION_N, RESAMPLES, Correlation, Interval
+from harness.leaderboard.render_crosstask import render_board_legend, render_crosstask
+from harness.leaderboard.statistics import ALPHA, MIN_CORRELATION_N, RESAMPLES, Interval
 
 READING_GUIDE = [
     "### Reading guide { #reading-guide }",
     "",
-    "- **Normalised rank.** On each board, a pretrained backbone's normalised rank is the number of "
-    "pretrained backbones strictly better than it divided by one less than their count: 0 is the best, "
-    "1 the worst, whatever the board's size (a board with a single pretrained backbone gives it 0). "
+    "- **Rows.** A row is a backbone with the layers its features were read from: dense tasks may probe "
+    "several layer sets of one backbone, each its own row (\"efficientnet_lite0 · layers 3\"); a backbone "
+    "with one layer set is named alone. Each backbone sees images at its own native input size.",
+    "- **Normalised rank.** On each board, a pretrained row's normalised rank is the number of "
+    "pretrained rows strictly better than it divided by one less than their count: 0 is the best, "
+    "1 the worst, whatever the board's size (a board with a single pretrained row gives it 0). "
     "Ranks only compare runs on the same board, i.e. with the same comparability key.",
-    "- **Mean normalised rank.** The mean of a backbone's normalised ranks over every board of the "
-    f"heatmap, shown only when it has a result on all of them; otherwise the cell reads {NO_AGGREGATE} and "
-    "the table below names the missing boards. Missing results are never averaged over or filled in.",
+    "- **Mean normalised rank.** The mean of a row's normalised ranks over every board shown, given only "
+    f"when it has a result on all of them; otherwise the cell reads {NO_AGGREGATE} and the last column says "
+    "which boards are missing. Missing results are never averaged over or filled in. Filtering the table by "
+    "level or dataset recomputes the mean over the boards left, under the same rule.",
     "- **Controls** (random-init `NAME@random`) are grey. Their number is the normalised rank they would "
-    "take among the pretrained backbones (capped at 1); they are never ranked and never aggregated.",
+    "take among the pretrained rows (capped at 1); they are never ranked and never aggregated.",
     "- **Confidence intervals** on task pages are 95% percentile bootstrap intervals of the headline "
     f"metric from the run's per-sample scores ({RESAMPLES} resamples, seeded by the run id and metric, so "
     "every build gives the same interval). Boards whose runs have no per-sample scores show none.",
     "- **Ties.** Every pair of ranked rows on a board gets a paired bootstrap test on the same samples; "
     f"the p-values are Holm-adjusted over all pairs of the board. A row is tied with the row above when "
     f"that adjacent pair's adjusted p-value is ≥ {ALPHA}; tied rows share a group letter (A for the top "
-    "group). Chained ties are not transitive: A-rows at either end of a group may still differ.",
+    "group). Chained ties are not transitive: A-rows at either end of a group may still differ. "
+    "[Compare](compare.md) gives the verdict for any two rows directly.",
+    "- **Board codes** (B-3031) are the first hex digits of the board's comparability key: a code never "
+    "changes when another board is added.",
     "- **Rank agreement** between boards is on the [agreement page](agreement.md).",
-    "- **Few-shot runs** (k training items, several subset seeds) are on no board and in no rank, heatmap or "
+    "- **Few-shot runs** (k training items, several subset seeds) are on no board and in no rank, mean or "
     "agreement: a backbone has one such run per seed. Task pages draw them as learning curves instead.",
 ]
 
@@ -54,24 +61,28 @@ def render_index(
         "for high-, mid- and low-level tasks. Each number comes from one validated run record in "
         "`leaderboard/corpus.jsonl`, and every page here is generated from that file and the per-sample "
         "scores beside each record. Runs are ranked only against runs with the same comparability key: "
-        "the same protocol, dataset content, split, pooling, layers, precision and image size. Random-init "
-        "controls are listed beside the pretrained backbones for reference but never take a rank.",
+        "the same protocol, dataset content, split, pooling and precision. Random-init controls are listed "
+        "beside the pretrained backbones for reference but never take a rank.",
         "",
-        "How each number is measured: [Protocols](protocols.md). How to re-run any row: "
-        "[Reproduce](reproduce.md). Whether boards agree on the order: [Rank agreement](agreement.md).",
+        "How each number is measured: [Protocols](protocols.md). Two backbones side by side, with intervals "
+        "and tie verdicts: [Compare](compare.md). Whether boards agree on the order: "
+        "[Rank agreement](agreement.md). The data, in CSV, Parquet and JSON, and how to cite it: "
+        "[Downloads](downloads.md). How to re-run any row: [Reproduce](reproduce.md).",
         "",
-        "## Normalised rank",
+        "## All boards at a glance { #cross-task }",
         "",
     ]
     if analysis.columns:
-        lines += ["![Normalised rank of every backbone on every board](plots/heatmap.svg)", ""]
-    else:
-        lines += ["No board ranks a pretrained backbone yet.", ""]
+        lines += [
+            "Each cell is a row's normalised rank on a board (0 best, 1 worst among the pretrained rows); "
+            "hover for the headline value, rank and tie group, click for the board. Click a column head to "
+            f"sort; choose a level or dataset to narrow the boards. {NO_AGGREGATE}: no result.",
+            "",
+        ]
+    lines += render_crosstask(analysis)
     lines += [*READING_GUIDE, ""]
     if analysis.columns:
-        lines += ["### Boards", "", *_board_legend(analysis, ""), "", "### Mean normalised rank", ""]
-        lines += _aggregate_table(analysis)
-        lines.append("")
+        lines += ["### Boards", "", *render_board_legend(analysis, ""), ""]
     lines += ["## Levels", ""]
     if levels:
         lines += table(["Level", "Tasks", "Boards", "OK runs", "Failed runs"],
@@ -97,35 +108,8 @@ def render_index(
         )
     else:
         lines.append("No backbones recorded yet.")
-    return page(lines)
-
-
-def _board_legend(analysis: Analysis, prefix: str) -> list[str]:
-    rows = []
-    for board in analysis.columns:
-        stats = analysis.stats[board["comparability_key"]]
-        rows.append([stats.code, board_link(stats.label, board["task"], board["comparability_key"], prefix),
-                     cell(board["level"]), protocol_link(board["protocol"], prefix), cell(board["headline_metric"]),
-                     str(sum(1 for r in board["rows"] if r["rank"] is not None))])
-    return table(["Code", "Board", "Level", "Protocol", "Headline", "Ranked backbones"], rows)
-
-
-def _aggregate_table(analysis: Analysis) -> list[str]:
-    codes = {b["comparability_key"]: analysis.stats[b["comparability_key"]].code for b in analysis.columns}
-    order = list(codes)
-    rows = []
-    for row in analysis.heatmap:
-        present = len(analysis.columns) - len(row.missing)
-        if row.control:
-            why = "control: never aggregated"
-        elif row.missing:
-            why = "no result on " + ", ".join(codes[k] for k in sorted(row.missing, key=order.index))
-        else:
-            why = ""
-        rows.append([backbone_link(row.backbone_name, ""), "yes" if row.control else "no",
-                     f"{present} of {len(analysis.columns)}",
-                     NO_AGGREGATE if row.aggregate is None else short(row.aggregate), why])
-    return table(["Backbone", "Control", "Boards with a result", "Mean normalised rank", "Why no mean"], rows)
+    # No table of contents beside the page: the cross-task table gets the room.
+    return page(lines, ["hide:", "  - toc"])
 
 
 # -- agreement ---------------------------------------------------------------------------------------
@@ -135,24 +119,8 @@ def _correlation(value: float | None) -> str:
     return NO_AGGREGATE if value is None else short(value)
 
 
-def _interval(correlation: Correlation, interval: Interval | None) -> str:
-    if correlation.n < MIN_CORRELATION_N:
-        return "n too small"
+def _interval(interval: Interval | None) -> str:
     return NO_AGGREGATE if interval is None else f"[{interval.low:.2f}, {interval.high:.2f}]"
-
-
-def _matrix(analysis: Analysis, which: str) -> list[str]:
-    keys = [b["comparability_key"] for b in analysis.columns]
-    codes = [analysis.stats[k].code for k in keys]
-    rows = []
-    for i, first in enumerate(keys):
-        cells = []
-        for j, second in enumerate(keys):
-            correlation = analysis.agreement[(first, second) if i <= j else (second, first)]
-            value = getattr(correlation, which)
-            cells.append(f"{_correlation(value)} (n={correlation.n})")
-        rows.append([f"**{codes[i]}**", *cells])
-    return table(["", *codes], rows)
 
 
 def render_agreement(analysis: Analysis) -> str:
@@ -160,47 +128,42 @@ def render_agreement(analysis: Analysis) -> str:
         "# Rank agreement",
         "",
         "Do boards order the backbones the same way? For every pair of boards (each task on each dataset "
-        "and setting is its own column), the pretrained backbones present on both are compared by their "
+        "and setting is its own column), the pretrained rows present on both are compared by their "
         "headline values, each oriented so that higher is better: Spearman's ρ (correlation of ranks) and "
         "Kendall's τ-b (pairs in the same order minus pairs in the opposite order, ties corrected). "
         "1 means the same order, −1 the reverse. Controls are left out: bad everywhere, they would make "
         "any two boards look in agreement.",
         "",
-        f"Intervals are 95% percentile bootstrap intervals over backbones ({RESAMPLES} resamples of the "
-        "common backbones with replacement; resamples where a board's values are all equal have no "
-        f"correlation and are left out). With fewer than {MIN_CORRELATION_N} common backbones there is no "
-        f"interval (\"n too small\"), and with fewer than 2 no correlation ({NO_AGGREGATE}).",
+        f"Intervals are 95% percentile bootstrap intervals over rows ({RESAMPLES} resamples of the common "
+        "rows with replacement; resamples where a board's values are all equal have no correlation and are "
+        f"left out). Below {MIN_CORRELATION_N} common rows such an interval means nothing, so only pairs of "
+        f"boards sharing at least {MIN_CORRELATION_N} pretrained rows are shown, and only boards in such a "
+        "pair enter the matrix.",
         "",
     ]
-    if not analysis.columns:
-        return page([*lines, "No board ranks a pretrained backbone yet."])
+    pairs = [(pair, c) for pair, c in analysis.agreement.items() if pair[0] != pair[1]]
+    shown = [(pair, c) for pair, c in pairs if c.n >= MIN_CORRELATION_N]
+    if not shown:
+        most = max((c.n for _, c in pairs), default=0)
+        return page([*lines, f"No two boards share {MIN_CORRELATION_N} pretrained rows yet: of "
+                     f"{len(pairs)} pairs of boards, the most any pair shares is {most}. "
+                     "Agreement can be measured once more backbones run on the same boards."])
     lines += [
-        "![Rank agreement between boards](plots/agreement.svg)",
+        "![Rank agreement between boards](plots/agreement.svg){ .vb-figure }",
         "",
         "## Boards",
         "",
-        *_board_legend(analysis, ""),
-        "",
-        "## Spearman ρ",
-        "",
-        *_matrix(analysis, "spearman"),
-        "",
-        "## Kendall τ-b",
-        "",
-        *_matrix(analysis, "kendall"),
+        *table(["Code", "Board", "Level", "Headline"],
+               [[analysis.stats[b["comparability_key"]].code,
+                 board_link(analysis.stats[b["comparability_key"]].title, b["task"], b["comparability_key"], ""),
+                 cell(b["level"]), cell(b["headline_metric"])] for b in analysis.agreement_columns]),
         "",
         "## Pairs",
         "",
+        f"{len(shown)} of {len(pairs)} pairs of boards share at least {MIN_CORRELATION_N} pretrained rows.",
+        "",
     ]
-    rows = []
-    for (first, second), correlation in analysis.agreement.items():
-        if first == second:
-            continue
-        rows.append([analysis.stats[first].code, analysis.stats[second].code, str(correlation.n),
-                     _correlation(correlation.spearman), _interval(correlation, correlation.spearman_ci),
-                     _correlation(correlation.kendall), _interval(correlation, correlation.kendall_ci)])
-    if rows:
-        lines += table(["Board", "Board", "n", "Spearman ρ", "95% CI", "Kendall τ-b", "95% CI"], rows)
-    else:
-        lines.append("Only one board: nothing to compare.")
-    return page(lines)
+    rows = [[analysis.stats[first].code, analysis.stats[second].code, str(c.n),
+             _correlation(c.spearman), _interval(c.spearman_ci), _correlation(c.kendall), _interval(c.kendall_ci)]
+            for (first, second), c in shown]
+    return page([*lines, *table(["Board", "Board", "n", "Spearman ρ", "95% CI", "Kendall τ-b", "95% CI"], rows)])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from harness.fewshot import UNIT_PARAM
 from harness.leaderboard.analysis import Analysis
@@ -18,6 +20,7 @@ from harness.leaderboard.markdown import (
     page,
     page_stem,
     protocol_link,
+    run_path,
     table,
     task_link,
     value_text,
@@ -53,14 +56,23 @@ def rerun_commands(record: Record) -> list[str]:
     ]
 
 
+def run_fields(record: Record) -> dict[str, Any]:
+    """What `markdown.run_path` needs to place a record's page."""
+    return {"run_id": record.run_id, "task": record.task, "k_shot": record.k_shot,
+            "dataset_name": record.dataset.name if record.dataset else None,
+            "split": record.dataset.split if record.dataset else None}
+
+
 def render_run_page(record: Record, analysis: Analysis) -> str:
+    """The run's page, to be written at `run_path(run_fields(record))`."""
+    prefix = "../" * run_path(run_fields(record)).count("/")
     lines = [
         f"# {cell(record.run_id)}",
         "",
-        f"Status: **{record.status}**. Task {task_link(record.task, '../')} (level "
-        f"{level_link(record.level, '../')}), backbone {backbone_link(record.backbone_name, '../')}.",
+        f"Status: **{record.status}**. Task {task_link(record.task, prefix)} (level "
+        f"{level_link(record.level, prefix)}), backbone {backbone_link(record.backbone_name, prefix)}.",
         "",
-        *_placement(record, analysis),
+        *_placement(record, analysis, prefix),
         "## Re-run",
         "",
         f"DVC stage {code(stage_of(record))}. Re-run it through DVC, or re-run it into a scratch folder and "
@@ -89,21 +101,32 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
         lines += ["", f"Headline metric: {cell(record.headline_metric)}. Intervals are percentile bootstrap "
                   "intervals over the per-sample scores; metrics without a per-sample column have none.", ""]
     lines += _identities(record)
-    lines += _settings(record)
+    lines += _settings(record, prefix)
     lines += ["## Environment", ""]
     lines += key_value_table([(name, getattr(record.environment, name)) for name in ENVIRONMENT_FIELDS])
     lines += ["", f"Schema version {record.schema_version}; duration {record.duration_s:.3f} s."]
-    return page(lines)
+    return page(lines, _front_matter(record))
 
 
-def _placement(record: Record, analysis: Analysis) -> list[str]:
+def _front_matter(record: Record) -> list[str]:
+    """A short title for the navigation, which already groups run pages by task (and few-shot runs by curve):
+    the backbone and grid, or the backbone, k and seed; the page's heading stays the run id. A few-shot run's
+    page is left out of search: dozens of near-identical (k, seed) pages would bury the task and board pages."""
+    if record.k_shot is None:
+        return [f"title: {json.dumps(f'{record.backbone_name} ({grid_of(record.run_id)})')}"]
+    title = f"{record.backbone_name}, k={record.k_shot}, seed {record.seed}"
+    return [f"title: {json.dumps(title)}", "search:", "  exclude: true"]
+
+
+def _placement(record: Record, analysis: Analysis, prefix: str) -> list[str]:
     if record.k_shot is not None:
         unit = UNIT_TEXT.get(record.protocol_params.get(UNIT_PARAM), "training items")
         what = f"A few-shot run: k = {record.k_shot} {unit}, subset seed {record.seed}; on no board (few-shot runs "
         if record.status != "ok":
             return [what + "are never ranked), and it did not succeed.", ""]
         key = curve_key(record)
-        where = f"[{cell(record.task)} learning curve {key}](../tasks/{page_stem(record.task)}.md#{curve_anchor(key)})"
+        url = f"{prefix}tasks/{page_stem(record.task)}.md#{curve_anchor(key)}"
+        where = f"[{cell(record.task)} learning curve {key}]({url})"
         return [what + f"are never ranked), a point of the {where}.", ""]
     for board in analysis.boards:
         for row in board["rows"]:
@@ -111,7 +134,7 @@ def _placement(record: Record, analysis: Analysis) -> list[str]:
                 continue
             stats = analysis.stats[board["comparability_key"]]
             ranked = sum(1 for r in board["rows"] if r["rank"] is not None)
-            where = board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], "../")
+            where = board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], prefix)
             if row["control"]:
                 place = "a control, listed but not ranked"
             elif row["rank"] is None:
@@ -160,7 +183,7 @@ def _identities(record: Record) -> list[str]:
     return lines
 
 
-def _settings(record: Record) -> list[str]:
+def _settings(record: Record, prefix: str) -> list[str]:
     items = [
         ("protocol", None), ("pooling_requested", record.pooling_requested),
         ("pooling_resolved", record.pooling_resolved), ("feature_mode", record.feature_mode),
@@ -169,7 +192,7 @@ def _settings(record: Record) -> list[str]:
     ]
     if record.k_shot is not None:
         items.append(("k_shot", record.k_shot))
-    rows = [[cell(name), protocol_link(record.protocol, "../") if name == "protocol" else value_text(value)]
+    rows = [[cell(name), protocol_link(record.protocol, prefix) if name == "protocol" else value_text(value)]
             for name, value in items]
     lines = ["## Settings", "", *table(["Field", "Value"], rows), "", "Protocol parameters:", ""]
     return [*lines, *key_value_table(sorted(record.protocol_params.items())), ""]

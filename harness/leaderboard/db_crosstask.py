@@ -1,0 +1,78 @@
+"""Queries across boards, over db's `board_rows` view: the cross-task table's cells and each row's coverage.
+
+A row of the cross-task table is what a board row is: a backbone with a layer set (see `comparability`).
+Kept apart from `db` (loading, boards, summaries) only to keep modules small; the same rules hold: SQL
+does the grouping and ordering, results come back as plain dicts in a fixed order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from harness.leaderboard.db import fetch
+
+# The table's columns: boards with at least one ranked pretrained row. A board of controls alone has
+# no pretrained scale to place anything on.
+_COLUMNS_CTE = "SELECT DISTINCT comparability_key FROM board_rows WHERE ranked_count > 0"
+
+# One cell per (board, backbone, layer set): that row's best-placed run there. Two grids can run the same
+# backbone with the same layers on the same board; picking one (best normalised rank, then run id) keeps
+# a cell one number.
+CELLS_CTE = """
+SELECT comparability_key, backbone_name, layers, control, run_id, rank, ranked_count, headline_value,
+       normalised_rank
+FROM (
+    SELECT *, row_number() OVER (PARTITION BY comparability_key, backbone_name, layers
+                                 ORDER BY normalised_rank, run_id) AS nth
+    FROM board_rows
+    WHERE ranked_count > 0 AND normalised_rank IS NOT NULL
+)
+WHERE nth = 1
+"""
+
+# Every (backbone, layer set) a full-split run was recorded with, labelled by its layer set only where the
+# backbone has more than one, as board rows are.
+ROWS_CTE = """
+SELECT backbone_name, layers, bool_or(control) AS control,
+       CASE WHEN count(*) OVER (PARTITION BY backbone_name) > 1
+            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label
+FROM records WHERE k_shot IS NULL
+GROUP BY backbone_name, layers
+"""
+
+
+def board_cells(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every (board, backbone, layer set) cell, with its run, rank, headline and normalised rank."""
+    return fetch(con, f"{CELLS_CTE} ORDER BY comparability_key, backbone_name, layer_order(layers) NULLS FIRST")
+
+
+def row_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per (backbone, layer set): its label, normalised ranks on the table's boards and the boards it has no
+    cell on (comparability keys, in key order).
+
+    The mean is left to the caller (math.fsum over `ranks`) so it is exact whatever the engine's
+    summation order; a row with any `missing` board gets no aggregate at all.
+    """
+    rows = fetch(con, f"""
+        WITH columns AS ({_COLUMNS_CTE}),
+        cells AS ({CELLS_CTE}),
+        -- few-shot runs are on no board: a backbone with nothing else has no row to show
+        names AS ({ROWS_CTE})
+        SELECT n.backbone_name, n.layers, n.row_label, n.control,
+               list(c.normalised_rank ORDER BY col.comparability_key)
+                   FILTER (WHERE c.comparability_key IS NOT NULL) AS ranks,
+               list(col.comparability_key ORDER BY col.comparability_key)
+                   FILTER (WHERE c.comparability_key IS NULL) AS missing
+        FROM names n
+        LEFT JOIN columns col ON TRUE
+        LEFT JOIN cells c ON c.backbone_name = n.backbone_name AND c.layers = n.layers
+                         AND c.comparability_key = col.comparability_key
+        GROUP BY n.backbone_name, n.layers, n.row_label, n.control
+        ORDER BY n.backbone_name, layer_order(n.layers) NULLS FIRST
+    """)
+    for row in rows:
+        row["ranks"] = row["ranks"] or []  # a list aggregate over no rows is NULL
+        row["missing"] = row["missing"] or []
+    return rows
