@@ -12,6 +12,7 @@
     visbench-harness verify [grid=… task=… backbone=…] re-run stages, diff against the corpus
     visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
     visbench-harness site                              regenerate docs/ from the corpus and build HTML
+    visbench-harness release v1                        freeze the current downloads as docs/releases/v1
 
 Exit status: 0 when every selected run is ok, 1 when any failed (a table of failures ends the output and
 re-running the same command retries exactly those), 2 for a bad command or params.yaml (nothing ran).
@@ -33,7 +34,7 @@ log = logging.getLogger("visbench")
 RUN_KEYS = ["backbone", "build_site", "dry_run", "executor", "grid", "probes", "task"]
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task"]
-COMMANDS = ["list", "pipeline", "site", "verify"]
+COMMANDS = ["list", "pipeline", "release", "site", "verify"]
 DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
 
 
@@ -210,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
             from harness import pipeline
 
             return pipeline.main(args)
+        if command == "release":
+            if len(args) != 1 or "=" in args[0]:
+                raise ConfigError("usage: visbench-harness release vN (the next release, e.g. v1)")
+            from harness.stages import release
+
+            release.run(args[0])
+            return build_html()
         if command in ("list", "site"):
             if args:
                 raise ConfigError(f"`{command}` takes no arguments; got {' '.join(args)}")

@@ -146,9 +146,11 @@ def _collect_and_site() -> dict[str, Any]:
         "site": {
             "cmd": "python -m harness.stages.site",
             # per-sample scores: bootstrap intervals, paired tests and tie groups are computed from them
-            "deps": [paths.CORPUS.as_posix(), paths.FAILED_CORPUS.as_posix(), "results", *_code(ENTRY["site"])],
+            "deps": [paths.CORPUS.as_posix(), paths.FAILED_CORPUS.as_posix(), "results", "docs/releases",
+                     *_code(ENTRY["site"])],
             "outs": [{f"docs/{name}": keep} for name in
-                     ("index.md", "agreement.md", "tasks", "levels", "backbones", "runs", "plots")],
+                     ("index.md", "agreement.md", "compare.md", "downloads.md", "changelog.md", "tasks", "levels",
+                      "backbones", "runs", "plots", "downloads")],
         },
     }
 
@@ -167,7 +169,10 @@ def pipeline(params: Params) -> dict[str, Any]:
         for task in spec.tasks:
             stages[f"{grid}-{task}"] = _probe_group(params, grid, task)
     stages.update(_collect_and_site())
-    return {"stages": stages}
+    from harness.leaderboard.plot_data import dvc_plots
+
+    # few-shot curves and per-board score distributions, written by the site stage (`dvc plots show`)
+    return {"stages": stages, "plots": dvc_plots()}
 
 
 class _NoAliases(yaml.SafeDumper):

@@ -108,7 +108,7 @@ def test_metrics_files_match_records(params):
             fewshot.setdefault((grid, task, backbone), []).append(record)
             continue
         metrics = json.loads((ROOT / paths.metrics_path(grid, task, backbone)).read_text())
-        assert metrics == {record.headline_metric: record.headline}
+        assert metrics == {"metric": record.headline_metric, "headline": record.headline}
     for (grid, task, backbone), records in fewshot.items():
         metrics = json.loads((ROOT / paths.metrics_path(grid, task, backbone)).read_text())
         assert metrics == fewshot_metrics(records)

@@ -63,9 +63,9 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
         write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
     if shots == [None]:
-        # the headline only: `dvc metrics show` / `dvc metrics diff` read as one leaderboard number per run
-        # (every metric is in the record beside it)
-        metrics: dict[str, Any] = {records[0].headline_metric: records[0].headline}
+        # the headline only, under fixed keys: `dvc metrics show` reads one row of two columns per run and
+        # `dvc metrics diff` shows which leaderboard numbers moved (every metric is in the record beside it)
+        metrics: dict[str, Any] = {"metric": records[0].headline_metric, "headline": records[0].headline}
     else:
         _remove_stale_runs(job, shots)
         metrics = fewshot_metrics(records)
@@ -85,20 +85,17 @@ def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:
             path.unlink()
 
 
-def fewshot_metrics(records: list[Record]) -> dict[str, dict[str, float | int]]:
-    """The few-shot stage's DVC metrics: per k ("k4"), how many seeds ran and succeeded and, only when all
-    of them succeeded, the headline's mean over the seeds (never a mean over the survivors)."""
+def fewshot_metrics(records: list[Record]) -> dict[str, str | float | None]:
+    """The few-shot stage's DVC metrics: the headline's name and, per k ("k4"), its mean over the seeds, or
+    null when any seed failed (never a mean over the survivors)."""
     by_k: dict[int, list[Record]] = {}
     for record in records:
         by_k.setdefault(record.k_shot, []).append(record)
-    summary = {}
+    summary: dict[str, str | float | None] = {"metric": records[0].headline_metric}
     for k, group in sorted(by_k.items()):
-        ok = [r for r in group if r.status == "ok"]
-        entry: dict[str, float | int] = {"seeds": len(group), "seeds_ok": len(ok)}
-        if len(ok) == len(group):
-            name = ok[0].headline_metric
-            entry[name] = math.fsum(r.metrics[name] for r in ok) / len(ok)
-        summary[f"k{k}"] = entry
+        ok = all(r.status == "ok" for r in group)
+        name = group[0].headline_metric
+        summary[f"k{k}"] = math.fsum(r.metrics[name] for r in group) / len(group) if ok else None
     return summary
 
 
