@@ -29,7 +29,8 @@ from harness.probes.boundary import matching, metrics, nms
 from harness.probes.boundary.probe import EDGE_BSDS_PROBE
 from harness.probes.boundary.thinning import thin
 
-BSDS = Path("/work/shared/data/bsds500")
+# the BSDS500 release in the shared/ folder beside the checkout (../shared), as the container mounts it
+BSDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bsds500"
 RNG = np.random.default_rng(0)
 
 

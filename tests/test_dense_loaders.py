@@ -16,7 +16,8 @@ from harness.datasets.dense_folders import VOC_CLASSES
 from harness.datasets.dense_targets import natural_key, read_array, target_file
 from harness.hashing import sha256_file
 
-BSDS = Path("/work/shared/data/bsds500")
+# the BSDS500 release in the shared/ folder beside the checkout (../shared), as the container mounts it
+BSDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bsds500"
 needs_bsds = pytest.mark.skipif(not (BSDS / "groundTruth").is_dir(), reason=f"{BSDS} absent")
 
 
