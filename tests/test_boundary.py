@@ -488,8 +488,11 @@ def test_real_bsds500_subset(tmp_path, monkeypatch):
         matched = [correspond(bmap.astype(float), gt.astype(float), max_dist=0.0075) for gt in gts]
         cnt_r = sum(int((m_gt > 0).sum()) for _, m_gt, _, _ in matched)
         cnt_p = int(np.logical_or.reduce([m_pred > 0 for m_pred, _, _, _ in matched]).sum())
-        assert got[k, 3] == bmap.sum() and 0 <= got[k, 0] - cnt_r <= 0.005 * gts.sum()
-        assert abs(got[k, 2] - cnt_p) <= max(2, 0.01 * bmap.sum())
+        misses = got[k, 0] - cnt_r  # CSA's: it is never ahead
+        assert got[k, 3] == bmap.sum() and 0 <= misses <= 0.005 * gts.sum()
+        # beyond CSA's misses, cntP differs by its ties and its excess distance: measured on real test maps
+        # (HED's, sobel's), at most 4 px and 0.3 % per threshold; v1's distance-blind matching, up to 60 px
+        assert abs(got[k, 2] - cnt_p) <= misses + max(4, 0.003 * cnt_p)
     params = {**PARAMS, "target_size": 112, "epochs": 5, "lr": 0.001}
     result = EDGE_BSDS_PROBE.run(ProbeInputs(manifest, _sobel_features(manifest), params, seed=0))
     assert result.sample_ids == [i.path for i in manifest.split("test")]

@@ -15,9 +15,10 @@ A matching of k links then costs Σ weights + (n₁ + n₂ − k) × outlier wei
 what it can cost, so the objective is, first, as many links as possible and, second, the least total
 weight among those (`_cheapest_maximum_matching`). The two differ only where one more link needs an
 alternating path of over 100 links, each a pixel longer than the one it replaces, which boundary maps do
-not produce (the tests check the equivalence). Solved exactly here; CSA's answer is at least as costly
-and is not always optimal (its sparse outlier graph and approximate search), so the counts agree with
-the benchmark's up to its suboptimality and ties between equally cheap matchings (tests bound both).
+not produce (the tests check the equivalence). Solved exactly here; CSA's answer is never better and
+not always optimal (its outlier graph is sampled, from a clock seed, and its search approximate), so
+the counts agree with the benchmark's up to CSA's misses and ties between equally cheap matchings (the
+tests bound both; docs/protocols.md has the numbers on real maps).
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ def boundary_counts(
     `pred` is (H, W) in [0, 1] (after NMS), `annotators` (A, H, W) 0/1 boundary maps. Every thinned map is a
     subset of the map at the lowest threshold, so the pixel pairs within tolerance are listed once for
     those candidates and each threshold only filters them; a threshold that keeps the same pixels as the
-    one below it (maps are nested, so the same count means the same map) reuses its counts.
+    one below it (maps are nested, so the same count means the same map) reuses its counts. Each
+    annotator's matching grows from the one below (most of it survives a small step of the threshold).
     """
     pred = np.asarray(pred, dtype=np.float64)
     annotators = np.asarray(annotators) != 0
