@@ -2,8 +2,10 @@
 
 References: scikit-image's `thin` (the same Guo–Hall thinning as MATLAB's bwmorph), pyEdgeEval's C
 kernels (`correspond_pixels` = BSDS's match.cc with its CSA solver, `nms` = SE's edgesNmsMex) and its
-`calculate_metrics` (ODS/OIS/AUC), scipy's `linear_sum_assignment` for matching cardinality, and loops
-written out from `collect_eval_bdry.m`. End to end on a fixture laid out like the BSDS500 release.
+`calculate_metrics` (ODS/OIS/AUC), scipy's `linear_sum_assignment` (the Hungarian method, dense) for the
+matching's size and least total weight, and loops written out from `collect_eval_bdry.m`. End to end on a
+fixture laid out like the BSDS500 release. pyEdgeEval's CSA samples its outlier graph from the clock, so
+its answers vary between runs: tolerances against it hold for any draw, not for one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from harness.probes.boundary import matching, metrics, nms
 from harness.probes.boundary.probe import EDGE_BSDS_PROBE
 from harness.probes.boundary.thinning import thin
 
-BSDS = Path("/work/shared/data/bsds500")
+# the BSDS500 release in the shared/ folder beside the checkout (../shared), as the container mounts it
+BSDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bsds500"
 RNG = np.random.default_rng(0)
 
 
@@ -92,58 +95,148 @@ def test_thinning_equals_scikit_image():
         thin(np.ones((2, 2, 2)))
 
 
-def _max_cardinality(pred: np.ndarray, gt: np.ndarray, max_dist: float) -> int:
-    """Largest one-to-one matching within tolerance, by the Hungarian method on 0/1 costs."""
-    p, g = np.argwhere(pred), np.argwhere(gt)
-    if not len(p) or not len(g):
-        return 0
-    within = np.hypot(*(p[:, None, :] - g[None, :, :]).transpose(2, 0, 1)) <= max_dist * np.hypot(*pred.shape)
-    rows, cols = linear_sum_assignment(~within)
-    return int(within[rows, cols].sum())
+BSDS_TOLERANCE = 0.05  # × the 48 × 64 fixtures' diagonal = 4 px, about BSDS's 0.0075 × 577 = 4.3 px
 
 
-def test_correspondence_is_a_maximum_matching_within_tolerance():
-    for _ in range(8):
-        gt = _annotators(30, 40, 1, RNG)[1][0].astype(bool)
-        pred = np.roll(gt, tuple(RNG.integers(-2, 3, size=2)), axis=(0, 1)) & (RNG.random(gt.shape) < 0.8)
-        pred |= RNG.random(gt.shape) < 0.02
-        match_pred, match_gt = matching.correspond_pixels(pred, gt, max_dist=0.05)
-        assert match_pred.sum() == match_gt.sum() == _max_cardinality(pred, gt, 0.05)
-        assert not (match_pred & ~pred).any() and not (match_gt & ~gt).any()
+def _weights(p: np.ndarray, g: np.ndarray, max_px: float) -> np.ndarray:
+    """(len(p), len(g)) match.cc link weights rint(100 × distance) of (y, x) points, inf beyond `max_px`."""
+    distance = np.hypot(*(p[:, None, :] - g[None, :, :]).transpose(2, 0, 1))
+    return np.where(distance <= max_px, np.rint(100 * distance), np.inf)
+
+
+def _lexicographic_optimum(pred: np.ndarray, gt: np.ndarray, max_dist: float) -> tuple[int, float]:
+    """(size, total weight) of a largest matching of least weight, by the Hungarian method on weights offset
+    by more than any matching can weigh (so one more link always wins)."""
+    weights = _weights(np.argwhere(pred), np.argwhere(gt), max_dist * np.hypot(*pred.shape))
+    if weights.size == 0:
+        return 0, 0.0
+    offset = 1e3 * (np.isfinite(weights).sum() + 1) * 500
+    rows, cols = linear_sum_assignment(np.where(np.isfinite(weights), weights - offset, 0.0))
+    linked = np.isfinite(weights[rows, cols])
+    return int(linked.sum()), float(weights[rows, cols][linked].sum())
+
+
+def _match_cc_optimum(pred: np.ndarray, gt: np.ndarray, max_dist: float) -> float:
+    """The least value of match.cc's objective, Σ weights − ceil(100 × outlierCost) per link (+ a constant),
+    by the Hungarian method."""
+    max_px = max_dist * np.hypot(*pred.shape)
+    weights = _weights(np.argwhere(pred), np.argwhere(gt), max_px)
+    outlier = np.ceil(100 * 100 * max_px)
+    rows, cols = linear_sum_assignment(np.where(np.isfinite(weights), weights - outlier, 0.0))
+    return float(np.where(np.isfinite(weights), weights - outlier, 0.0)[rows, cols].sum())
+
+
+def _cheapest_pairing(match_pred: np.ndarray, match_gt: np.ndarray, max_dist: float) -> float:
+    """Least total weight of a perfect matching between the matched pixels of each side (inf if none)."""
+    weights = _weights(np.argwhere(match_pred), np.argwhere(match_gt), max_dist * np.hypot(*match_pred.shape))
+    if weights.size == 0:
+        return 0.0
+    rows, cols = linear_sum_assignment(np.where(np.isfinite(weights), weights, 1e9))
+    return float(weights[rows, cols].sum())
+
+
+def _noisy_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A thin human boundary map and a displaced, thinned, speckled guess at it (30 × 40)."""
+    gt = _annotators(30, 40, 1, rng)[1][0].astype(bool)
+    pred = np.roll(gt, tuple(rng.integers(-2, 3, size=2)), axis=(0, 1)) & (rng.random(gt.shape) < 0.8)
+    pred |= rng.random(gt.shape) < 0.02
+    return pred, gt
+
+
+def test_correspondence_is_a_least_distance_maximum_matching():
+    """Of maximum size, and its matched pixels pair up at the least total weight a maximum matching can have
+    (the Hungarian method on the whole problem); that optimum is also match.cc's, whose objective
+    charges each unmatched pixel 100 × the tolerance."""
+    rng = np.random.default_rng(11)
+    for max_dist in (0.03, 0.05, 0.1):
+        for _ in range(6):
+            pred, gt = _noisy_pair(rng)
+            match_pred, match_gt = matching.correspond_pixels(pred, gt, max_dist=max_dist)
+            size, weight = _lexicographic_optimum(pred, gt, max_dist)
+            assert match_pred.sum() == match_gt.sum() == size
+            assert not (match_pred & ~pred).any() and not (match_gt & ~gt).any()
+            assert _cheapest_pairing(match_pred, match_gt, max_dist) == weight
+            outlier = np.ceil(100 * 100 * max_dist * np.hypot(*pred.shape))
+            assert _match_cc_optimum(pred, gt, max_dist) == weight - outlier * size
     empty = np.zeros((5, 5), dtype=bool)
     assert matching.correspond_pixels(empty, empty)[0].sum() == 0
+    assert matching.correspond_pixels(empty, np.eye(5, dtype=bool))[1].sum() == 0
 
 
-def test_correspondence_agrees_with_bsds_matcher():
+def test_least_distance_choice_among_maximum_matchings():
+    """Two predicted pixels, one human pixel within reach of both: the nearer one is matched (a maximum
+    matching alone could take either); a chain shifted by one keeps its coincident pairs."""
+    gt = np.zeros((20, 30), dtype=bool)
+    gt[10, 10] = True
+    pred = np.zeros_like(gt)
+    pred[10, 8], pred[10, 11] = True, True  # 2 px and 1 px away
+    match_pred, _ = matching.correspond_pixels(pred, gt, max_dist=0.1)
+    assert match_pred[10, 11] and not match_pred[10, 8]
+    line, shifted = np.zeros_like(gt), np.zeros_like(gt)
+    line[5, 5:25], shifted[5, 6:26] = True, True
+    match_pred, match_gt = matching.correspond_pixels(shifted, line, max_dist=0.1)
+    assert match_pred.sum() == 20 and match_gt.sum() == 20
+    assert _cheapest_pairing(match_pred, match_gt, 0.1) == 20 * 100  # 20 links must shift the chain: 20 px in all
+
+
+def _csa_weight(m_pred: np.ndarray, max_dist: float) -> tuple[int, float]:
+    """(size, total weight) of BSDS's matcher's answer: m_pred holds each matched predicted pixel's human
+    partner as MATLAB's 1-based column-major index."""
+    h = m_pred.shape[0]
+    py, px = np.nonzero(m_pred)
+    partner = m_pred[py, px].astype(np.int64) - 1
+    distance = np.hypot(py - partner % h, px - partner // h)
+    assert np.all(distance <= max_dist * np.hypot(*m_pred.shape))
+    return len(py), float(np.rint(100 * distance).sum())
+
+
+def test_correspondence_never_loses_to_the_bsds_matcher():
+    """Against pyEdgeEval's match.cc: as many matches or more, and never a larger total weight at the same
+    size. Its CSA runs on an outlier graph sampled afresh from the clock on every call, so it is not
+    deterministic: it sometimes misses a match, and equally cheap matchings may differ (a tie swaps one
+    pixel for another); beyond that, the same predicted pixels."""
     correspond = _pyedgeeval("pyEdgeEval._lib").correspond_pixels
-    for _ in range(8):
-        gt = _annotators(48, 64, 1, RNG)[1][0]
-        pred = thin(_soft_prediction(gt[None], RNG) > 0.3)
-        mine_pred, mine_gt = matching.correspond_pixels(pred, gt)
-        ref_pred, ref_gt, _, _ = correspond(pred.astype(float), gt.astype(float), max_dist=0.0075)
-        # CSA approximates the same optimum: never more matches than the maximum, rarely fewer
-        assert mine_gt.sum() == mine_pred.sum() >= (ref_gt > 0).sum() == (ref_pred > 0).sum()
-        assert mine_gt.sum() - (ref_gt > 0).sum() <= max(2, 0.01 * gt.sum())
+    rng = np.random.default_rng(12)
+    for _ in range(10):
+        gt = _annotators(48, 64, 1, rng)[1][0]
+        pred = thin(_soft_prediction(gt[None], rng) > 0.3)
+        mine_pred, mine_gt = matching.correspond_pixels(pred, gt, max_dist=BSDS_TOLERANCE)
+        ref_pred, ref_gt, _, _ = correspond(pred.astype(float), gt.astype(float), max_dist=BSDS_TOLERANCE)
+        size, weight = _csa_weight(ref_pred, BSDS_TOLERANCE)
+        assert size == (ref_gt > 0).sum() and mine_pred.sum() == mine_gt.sum() >= size
+        assert mine_pred.sum() - size <= 2
+        if mine_pred.sum() == size:
+            assert _cheapest_pairing(mine_pred, mine_gt, BSDS_TOLERANCE) <= weight
+            assert (mine_pred != (ref_pred > 0)).sum() <= 2
 
 
 def test_boundary_counts_agree_with_bsds_evaluation_loop():
-    """Per-threshold counts vs evaluation_bdry_image.m written with skimage's thin and BSDS's matcher."""
+    """Per-threshold counts vs evaluation_bdry_image.m written with skimage's thin and BSDS's matcher, at a
+    tolerance of about BSDS's 4 px. cntR exceeds the reference where CSA misses a match (measured: in
+    ~18 % of cells, by up to 4); cntP, which depends on which pixels are matched, then differs by at most
+    those misses, and otherwise by a tie now and then (measured over 1,080 cells: |ΔcntP| − ΔcntR ≤ 1,
+    above 0 in one cell; a maximum matching blind to distance: up to 3, in 8 cells)."""
     correspond = _pyedgeeval("pyEdgeEval._lib").correspond_pixels
     thresholds = matching.bsds_thresholds(9)
-    for _ in range(3):
-        _, gts = _annotators(48, 64, 3, RNG)
-        pred = nms.edge_nms(_soft_prediction(gts, RNG))
-        got = matching.boundary_counts(pred, gts, thresholds)
+    beyond_misses = 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        _, gts = _annotators(48, 64, 3, rng)
+        pred = nms.edge_nms(_soft_prediction(gts, rng))
+        got = matching.boundary_counts(pred, gts, thresholds, BSDS_TOLERANCE)
         for k, t in enumerate(thresholds):
             bmap = skimage_thin(pred >= t)
             matched_any, cnt_r = np.zeros(bmap.shape, dtype=bool), 0
             for gt in gts:
-                m_pred, m_gt, _, _ = correspond(bmap.astype(float), gt.astype(float), max_dist=0.0075)
+                m_pred, m_gt, _, _ = correspond(bmap.astype(float), gt.astype(float), max_dist=BSDS_TOLERANCE)
                 matched_any |= m_pred > 0
                 cnt_r += int((m_gt > 0).sum())
             assert got[k, 1] == gts.sum() and got[k, 3] == bmap.sum()
-            assert 0 <= got[k, 0] - cnt_r <= max(2, 0.01 * gts.sum())
-            assert abs(got[k, 2] - matched_any.sum()) <= max(2, 0.02 * bmap.sum())
+            misses = got[k, 0] - cnt_r
+            assert 0 <= misses <= max(2, 0.01 * gts.sum())
+            assert abs(got[k, 2] - matched_any.sum()) <= misses + 1
+            beyond_misses += abs(got[k, 2] - matched_any.sum()) > misses
+    assert beyond_misses <= 2
 
 
 def test_nms_matches_structured_edges_kernels():
@@ -318,7 +411,7 @@ def bsds_fixture(tmp_path, monkeypatch) -> Manifest:
 def test_probe_end_to_end_on_a_bsds_layout(bsds_fixture, head):
     spec = EDGE_BSDS_PROBE
     assert (spec.name, spec.level, spec.protocol, spec.feature_mode, spec.headline) == (
-        "edge_bsds", "low", "bsds500-boundary/v1", "dense", "ods_f")
+        "edge_bsds", "low", "bsds500-boundary/v2", "dense", "ods_f")
     assert spec.fit == "squash" and spec.fewshot_unit is None  # trains on two splits: no k-shot subset
     features = _sobel_features(bsds_fixture)
     result = spec.run(ProbeInputs(bsds_fixture, features, {**PARAMS, "head": head}, seed=0))
@@ -400,8 +493,11 @@ def test_real_bsds500_subset(tmp_path, monkeypatch):
         matched = [correspond(bmap.astype(float), gt.astype(float), max_dist=0.0075) for gt in gts]
         cnt_r = sum(int((m_gt > 0).sum()) for _, m_gt, _, _ in matched)
         cnt_p = int(np.logical_or.reduce([m_pred > 0 for m_pred, _, _, _ in matched]).sum())
-        assert got[k, 3] == bmap.sum() and 0 <= got[k, 0] - cnt_r <= 0.005 * gts.sum()
-        assert abs(got[k, 2] - cnt_p) <= max(2, 0.01 * bmap.sum())
+        misses = got[k, 0] - cnt_r  # CSA's: it is never ahead
+        assert got[k, 3] == bmap.sum() and 0 <= misses <= 0.005 * gts.sum()
+        # beyond CSA's misses, cntP differs by its ties and its excess distance: measured on real test maps
+        # (HED's, sobel's), at most 4 px and 0.3 % per threshold; v1's distance-blind matching, up to 60 px
+        assert abs(got[k, 2] - cnt_p) <= misses + max(4, 0.003 * cnt_p)
     params = {**PARAMS, "target_size": 112, "epochs": 5, "lr": 0.001}
     result = EDGE_BSDS_PROBE.run(ProbeInputs(manifest, _sobel_features(manifest), params, seed=0))
     assert result.sample_ids == [i.path for i in manifest.split("test")]

@@ -17,7 +17,8 @@ from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
 from harness.hashing import sha256_file
 
-BSDS = Path("/work/shared/data/bsds500")
+# the BSDS500 release in the shared/ folder beside the checkout (../shared), as the container mounts it
+BSDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bsds500"
 needs_bsds = pytest.mark.skipif(not (BSDS / "groundTruth").is_dir(), reason=f"{BSDS} absent")
 
 

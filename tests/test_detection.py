@@ -177,6 +177,51 @@ def test_coco_map_of_the_ground_truth_is_one_and_classes_without_objects_are_lef
         coco_metrics(no_objects, perfect[:1], NUM_CLASSES)
 
 
+def test_malformed_boxes_are_refused_at_the_scorers_door():
+    """An inverted detection is where the references part: pycocotools gives it a negative area, outside
+    area range "all", and ignores it; a plain transcription counts a false positive. Both scorers refuse."""
+    truths, found = _scenario(1, difficult=False)
+    k = next(i for i, d in enumerate(found) if len(d.boxes))
+    inverted = found[k].boxes.copy()
+    inverted[0, [0, 2]] = inverted[0, [2, 0]]  # x1 < x0
+    bad = [*found[:k], Detections(inverted, found[k].scores, found[k].labels), *found[k + 1:]]
+    reference = _pycocotools(truths, bad)  # pycocotools scores it as if the box were absent
+    without = [*found[:k], Detections(inverted[1:], found[k].scores[1:], found[k].labels[1:]), *found[k + 1:]]
+    assert reference == pytest.approx(_pycocotools(truths, without), abs=1e-12)
+    for scorer in (lambda d: coco_metrics(truths, d, NUM_CLASSES), lambda d: voc_metrics(truths, d, ["a", "b", "c"])):
+        with pytest.raises(ValueError, match=rf"image {k}, detections: 1 malformed box.*x0 <= x1"):
+            scorer(bad)
+    flipped_y = inverted.copy()
+    flipped_y[0] = found[k].boxes[0][[0, 3, 2, 1]]  # y1 < y0
+    nan = found[k].boxes.copy()
+    nan[0, 1] = np.nan
+    for boxes in (flipped_y, nan):
+        with pytest.raises(ValueError, match="malformed"):
+            coco_metrics(truths, [*found[:k], Detections(boxes, found[k].scores, found[k].labels), *found[k + 1:]],
+                         NUM_CLASSES)
+    j = next(i for i, t in enumerate(truths) if len(t.boxes))
+    gt_bad = truths[j].boxes.copy()
+    gt_bad[0, [1, 3]] = gt_bad[0, [3, 1]]
+    broken = [*truths[:j], GroundTruth(100, 100, gt_bad, truths[j].labels, truths[j].difficult), *truths[j + 1:]]
+    with pytest.raises(ValueError, match=rf"image {j}, ground truth: 1 malformed"):
+        voc_metrics(broken, found, ["a", "b", "c"])
+    empty = [*found[:k], Detections(np.concatenate([found[k].boxes[:, :2]] * 2, axis=1), found[k].scores,
+                                    found[k].labels), *found[k + 1:]]  # zero-area boxes are well formed
+    assert coco_metrics(truths, empty, NUM_CLASSES)["coco_map"] == pytest.approx(_pycocotools(truths, empty)[0],
+                                                                                abs=1e-9)
+
+
+def test_decoded_boxes_are_always_well_formed():
+    """The probe's own decoder cannot produce a refused box (distances are exp(·) ≥ 0, clipping keeps the
+    order), so the door changes no number of `fcos-single-scale/v1`."""
+    rng = np.random.default_rng(0)
+    raw = torch.from_numpy(rng.normal(0, 3, size=(NUM_CLASSES + 5, 6, 8)).astype(np.float32))
+    found = decode(raw, 64, 48, num_classes=NUM_CLASSES, centerness=True, score_threshold=0.0, pre_nms_top_k=100,
+                   nms_iou=1.0, max_detections=100)
+    assert len(found.boxes) > 10
+    assert np.all(found.boxes[:, 2] >= found.boxes[:, 0]) and np.all(found.boxes[:, 3] >= found.boxes[:, 1])
+
+
 # -- VOC AP vs a transcription of the devkit -----------------------------------------------------------
 
 def _matlab_max(a: float, b: float) -> float:

@@ -1,4 +1,4 @@
-"""The BSDS500 boundary probe (`edge_bsds`, protocol `bsds500-boundary/v1`).
+"""The BSDS500 boundary probe (`edge_bsds`, protocol `bsds500-boundary/v2`).
 
 1. A dense head (`heads.build_head`, trained by the shared `train_head`) regresses the annotator-mean
    boundary map of the train splits, max-pooled to `target_size`² (thin boundaries survive, as in the
@@ -10,12 +10,16 @@
    H × W (dense features cover the whole image squashed to the backbone's square input, so the map
    stretches back onto it), then edge-NMS'd as SE/HED do (`nms.edge_nms`).
 3. Per threshold and annotator, thinned predicted pixels are matched one-to-one to human boundary pixels
-   within `max_dist` × diagonal (`matching`), and ODS/OIS/AP/R50 follow `collect_eval_bdry.m` (`metrics`).
+   within `max_dist` × diagonal (`matching`: the largest matching, of least total distance among those, as
+   BSDS's correspondPixels), and ODS/OIS/AP/R50 follow `collect_eval_bdry.m` (`metrics`).
+
+v2 (from v1): the matching's least total distance. v1 took any largest matching, so which predicted pixels
+were matched, and cntP with them, drifted from the benchmark's (up to ~4 % per threshold on dense maps).
 
 Per-sample unit "image" (id = the eval item's path) with columns `image_f_at_ods` (the image's F at the
 dataset's ODS point) and `image_best_f` (its own best F along the curve); ODS, OIS, AP and R50 pool counts
-over images and have no column. Scoring runs in this process, one image at a time (0.5–0.9 s per image
-with 99 thresholds on one idle core; see docs/protocols.md).
+over images and have no column. Scoring runs in this process, one image at a time (about 1 s per image
+with 99 thresholds on one core; see docs/protocols.md).
 """
 
 from __future__ import annotations
@@ -114,5 +118,5 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
 
 
 EDGE_BSDS_PROBE = register_probe(ProbeSpec(
-    name="edge_bsds", level="low", protocol="bsds500-boundary/v1", feature_mode="dense", headline="ods_f",
+    name="edge_bsds", level="low", protocol="bsds500-boundary/v2", feature_mode="dense", headline="ods_f",
     run=run_boundary, params=BoundaryParams, lower_is_better=frozenset({"train_loss"}), fit="squash"))

@@ -14,6 +14,7 @@ detection class of an id is given by `detection_class_ids` (see `detection_class
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,31 @@ class Detections:
     boxes: np.ndarray  # (M, 4) float64 pixel edges
     scores: np.ndarray  # (M,) float64
     labels: np.ndarray  # (M,) int64
+
+
+def check_boxes(boxes: np.ndarray, what: str) -> None:
+    """Refuse boxes the scorers cannot score honestly: not (N, 4), not finite, or inverted (x1 < x0 or
+    y1 < y0). The references disagree on an inverted box: pycocotools gives it a negative area, outside
+    area range "all", so an unmatched one is ignored, while a plain transcription of either scorer counts it
+    a false positive (up to 0.006 mAP apart on seeded cases). Neither reading is the box's meaning, so no
+    number is produced. An empty box (x1 == x0) is well formed: every evaluator scores it IoU 0."""
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"{what}: boxes must be (N, 4) [x0, y0, x1, y1]; got shape {boxes.shape}")
+    bad = ~np.isfinite(boxes).all(axis=1) | (boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1])
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}: {int(bad.sum())} malformed box(es), e.g. #{first} = {boxes[first].tolist()}; "
+                         "a box is [x0, y0, x1, y1] in pixel edges with finite x0 <= x1 and y0 <= y1")
+
+
+def check_images(ground_truth: Sequence[GroundTruth], detections: Sequence[Detections]) -> None:
+    """The scorers' door: one detection list per image, every box well formed (see `check_boxes`)."""
+    if len(ground_truth) != len(detections):
+        raise ValueError(f"{len(ground_truth)} ground-truth images but {len(detections)} detection lists")
+    for index, (truth, found) in enumerate(zip(ground_truth, detections, strict=True)):
+        check_boxes(truth.boxes, f"image {index}, ground truth")
+        check_boxes(found.boxes, f"image {index}, detections")
 
 
 def detection_classes(manifest: Manifest) -> list[tuple[int, str]]:

@@ -13,6 +13,8 @@ A class with no non-ignored object has no precision (-1 in `COCOeval`) and is le
 IoU is `COCOeval`'s +0 convention (w·h) on pixel-edge boxes, identical to VOC's +1 on inclusive
 corners (see `voc_ap`). VOC's `difficult` objects are the ignored ones (`COCOeval` ignores `iscrowd`
 objects, which also changes their IoU; no box here is a crowd).
+
+Malformed boxes (inverted or not finite) are refused, not scored: see `annotations.check_boxes`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.probes.detection.annotations import Detections, GroundTruth
+from harness.probes.detection.annotations import Detections, GroundTruth, check_images
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)  # COCOeval's
 RECALL_POINTS = np.linspace(0.0, 1.0, int(np.round((1.0 - 0.0) / 0.01)) + 1, endpoint=True)
@@ -105,8 +107,7 @@ def coco_metrics(
     ground_truth: Sequence[GroundTruth], detections: Sequence[Detections], num_classes: int
 ) -> dict[str, float]:
     """`coco_map` (mAP@[.5:.95]), `coco_map50`, `coco_map75`: means over classes with a non-ignored object."""
-    if len(ground_truth) != len(detections):
-        raise ValueError(f"{len(ground_truth)} ground-truth images but {len(detections)} detection lists")
+    check_images(ground_truth, detections)
     curves = [c for c in (_class_precision(ground_truth, detections, k) for k in range(num_classes)) if c is not None]
     if not curves:
         raise ValueError("no class has a non-ignored object in the evaluation split: mAP is undefined")

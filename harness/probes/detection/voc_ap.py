@@ -15,6 +15,7 @@ far corners and the devkit's `x1 - x0 + 1` then gives back the edge width exactl
 (edges xmin - 1, xmax) this reproduces the devkit's numbers on the original annotation; for the
 procedural scenes' tight boxes (edges from the object's pixels) the +1 counts each boundary pixel whole,
 which is what those boxes mean. The COCO evaluator's +0 convention on the same edges gives the same IoU.
+Malformed boxes (inverted or not finite) are refused, as in `coco_ap` (`annotations.check_boxes`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.probes.detection.annotations import Detections, GroundTruth
+from harness.probes.detection.annotations import Detections, GroundTruth, check_images
 
 MIN_OVERLAP = 0.5  # VOCopts.minoverlap
 
@@ -93,8 +94,7 @@ def voc_metrics(
 ) -> dict[str, float]:
     """`voc_map50` (mean over the classes with a non-difficult object), `ap50_<class>` for each of them,
     and `classes_scored`."""
-    if len(ground_truth) != len(detections):
-        raise ValueError(f"{len(ground_truth)} ground-truth images but {len(detections)} detection lists")
+    check_images(ground_truth, detections)
     per_class = {name: voc_class_ap(ground_truth, detections, k) for k, name in enumerate(class_names)}
     scored = {name: ap for name, ap in per_class.items() if ap is not None}
     if not scored:
