@@ -96,12 +96,15 @@ def image(docker: str) -> Built:
                f"BASE_IMAGE={base_image}", "--secret", f"id=pip_ca,src={ca}", "."]
     BUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with BUILD_LOG.open("w") as log:
+    # Each line stamped with the seconds since the start: where a slow CI build spends its time.
+    with BUILD_LOG.open("w") as log, subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.STDOUT, text=True) as build:
         log.write(f"$ {' '.join(command)}\n")
-        log.flush()
-        built = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=3600)
-        log.write(f"\nbuild: exit {built.returncode} in {time.monotonic() - started:.0f} s\n")
-    assert built.returncode == 0, BUILD_LOG.read_text()[-8000:]
+        for line in build.stdout:
+            log.write(f"{time.monotonic() - started:7.1f}s {line}")
+        returncode = build.wait()
+        log.write(f"build: exit {returncode} in {time.monotonic() - started:.0f} s\n")
+    assert returncode == 0, BUILD_LOG.read_text()[-8000:]
     image_id = _run([docker, "image", "inspect", "--format", "{{.Id}}", IMAGE]).stdout.strip()
     assert image_id
     return Built(docker, image_id if image_id.startswith("sha256:") else f"sha256:{image_id}", base_image, commit)
@@ -146,6 +149,11 @@ def _caller() -> tuple[int, int]:
 
 def _not_owned_by(root: Path, uid: int) -> list[str]:
     return [str(p.relative_to(root)) for p in [root, *root.rglob("*")] if p.lstat().st_uid != uid]
+
+
+def _files(root: Path, folder: str) -> list[Path]:
+    """Files under root/folder, relative to root, without the .gitignore files DVC writes in a git checkout."""
+    return sorted(p.relative_to(root) for p in (root / folder).rglob("*") if p.is_file() and p.name != ".gitignore")
 
 
 def _record(root: Path) -> Record:
@@ -230,6 +238,9 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
     host = _record(host_run)
     assert record.metrics == host.metrics  # bit for bit: the floats compare equal
     assert record.samples.sha256 == host.samples.sha256
+    features = _files(host_run, "features")  # every feature file the extraction wrote, byte for byte
+    assert len(features) > 1000 and features == _files(checkout, "features")
+    assert all((checkout / f).read_bytes() == (host_run / f).read_bytes() for f in features)
     corpus = [json.loads(line) for line in (checkout / "leaderboard" / "corpus.jsonl").read_text().splitlines()]
     assert [r["environment"]["image"] for r in corpus if r["run_id"] == STAGE] == [record.environment.image]
     assert not [p for folder in MOUNTED for p in _not_owned_by(checkout / folder, uid)]
@@ -237,18 +248,25 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
 
 def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_path: Path) -> None:
     """README: `docker run ... -v "$PWD:/workspace/visbench-harness" --entrypoint dvc visbench-harness repro STAGE`.
-    The checkout's own git and dvc.lock are used: the stage (and what it needs) runs, dvc.lock is updated, and its
-    hashes of the features and the metrics are the host's."""
+    The checkout's own git and dvc.lock are used: the stage runs, dvc.lock is updated, and its hashes of the
+    features and the metrics are the host's. The checkout holds the host run's prepared data and features, and
+    their DVC cache (the previous test extracts them in the image), so DVC finds them current and runs the probe
+    alone; the run cache stays behind, or DVC would restore the host's probe outputs instead of running it."""
     uid, gid = _caller()
-    checkout = _checkout(tmp_path, owner=(uid, gid))
+    checkout = _checkout(tmp_path, owner=None)
+    for produced in ("data", "features", ".dvc/cache"):
+        shutil.copytree(host_run / produced, checkout / produced, dirs_exist_ok=True)
+    shutil.rmtree(checkout / ".dvc" / "cache" / "runs", ignore_errors=True)
+    _chown_tree(checkout, (uid, gid))
     (tmp_path / "shared").mkdir()
     committed = yaml.safe_load((REPO / "dvc.lock").read_text())
-    assert STAGE in _stage_names(image, checkout)
+    assert STAGE in _stage_names(image, checkout, uid, gid)
     result = _docker_run(image, "--user", f"{uid}:{gid}", "-e", f"VISBENCH_IMAGE_DIGEST={image.id}",
                          "-v", f"{checkout}:{APP_DIR}", "-v", f"{tmp_path / 'shared'}:/workspace/shared:ro",
                          "--entrypoint", "dvc", IMAGE, "repro", STAGE, timeout=1800, cwd=checkout)
     assert result.returncode == 0, _output(result)
-    assert f"Running stage '{STAGE}'" in result.stdout
+    ran = re.findall(r"Running stage '([^']+)'", result.stdout)
+    assert ran == [STAGE], result.stdout
 
     record = _record(checkout)
     assert record.environment.git_commit == image.commit  # the checkout's HEAD (the same commit here)
@@ -267,10 +285,10 @@ def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_
     assert not _not_owned_by(checkout, uid)  # .dvc/tmp, dvc.lock and the outputs included
 
 
-def _stage_names(image: Built, checkout: Path) -> list[str]:
-    """`dvc stage list` in the container, on the checkout: stage names come from its dvc.yaml, never hard-coded."""
-    listed = _docker_run(image, "-v", f"{checkout}:{APP_DIR}", "--entrypoint", "dvc", IMAGE, "stage", "list",
-                         "--name-only")
+def _stage_names(image: Built, checkout: Path, uid: int, gid: int) -> list[str]:
+    """`dvc stage list` in the container, on the checkout: stage names come from its dvc.yaml."""
+    listed = _docker_run(image, "--user", f"{uid}:{gid}", "-v", f"{checkout}:{APP_DIR}", "--entrypoint", "dvc", IMAGE,
+                         "stage", "list", "--name-only")
     assert listed.returncode == 0, _output(listed)
     return listed.stdout.split()
 
