@@ -182,7 +182,7 @@ def test_the_cli_is_the_entrypoint(image: Built) -> None:
     # the plan for every backbone's edge run, checked by DVC in the image's copy of the project (no git there)
     plan = _docker_run(image, IMAGE, "task=edge", "dry_run=true")
     assert plan.returncode == 0, _output(plan)
-    assert "scenes / efficientnet_lite0: edge" in plan.stdout and "$ dvc status scenes-edge@" in plan.stdout
+    assert "scenes-edge@efficientnet_lite0" in plan.stdout, _output(plan)
 
 
 def test_the_image_is_labelled_non_root_and_names_its_commit(image: Built) -> None:
@@ -327,6 +327,6 @@ def test_compose_file_is_valid_and_its_run_works(image: Built, tmp_path: Path) -
     try:
         run = _run([*base, "run", "--rm", "harness", *RUN, "dry_run=true"], timeout=600, cwd=checkout, env=env)
         assert run.returncode == 0, _output(run)
-        assert f"$ dvc status {STAGE}" in run.stdout
+        assert STAGE in run.stdout, _output(run)
     finally:
         _run([*base, "down", "--volumes"], timeout=300, cwd=checkout, env=env)
