@@ -236,6 +236,8 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
     assert record.environment.git_commit == image.commit  # the image's copy has no git: the baked commit
     assert record.environment.cuda == _lock_version("nvidia-cuda-runtime")
     host = _record(host_run)
+    comparison = {"stage": STAGE, "host": host.metrics, "container": record.metrics, "image": record.environment.image}
+    (BUILD_LOG.parent / "host-vs-container.json").write_text(json.dumps(comparison, indent=1) + "\n")
     assert record.metrics == host.metrics  # bit for bit: the floats compare equal
     assert record.samples.sha256 == host.samples.sha256
     features = _files(host_run, "features")  # every feature file the extraction wrote, byte for byte
@@ -249,17 +251,18 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
 def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_path: Path) -> None:
     """README: `docker run ... -v "$PWD:/workspace/visbench-harness" --entrypoint dvc visbench-harness repro STAGE`.
     The checkout's own git and dvc.lock are used: the stage runs, dvc.lock is updated, and its hashes of the
-    features and the metrics are the host's. The checkout holds the host run's prepared data and features, and
-    their DVC cache (the previous test extracts them in the image), so DVC finds them current and runs the probe
-    alone; the run cache stays behind, or DVC would restore the host's probe outputs instead of running it."""
+    features and the metrics are the host's. The checkout is the host run's, less the probe's outputs: its
+    prepared data, features, DVC cache and dvc.lock (the previous test extracts in the image), so DVC finds them
+    current and runs the probe alone; the run cache stays behind, or DVC would restore the host's probe outputs
+    instead of running it."""
     uid, gid = _caller()
     checkout = _checkout(tmp_path, owner=None)
     for produced in ("data", "features", ".dvc/cache"):
         shutil.copytree(host_run / produced, checkout / produced, dirs_exist_ok=True)
+    shutil.copy(host_run / "dvc.lock", checkout / "dvc.lock")
     shutil.rmtree(checkout / ".dvc" / "cache" / "runs", ignore_errors=True)
     _chown_tree(checkout, (uid, gid))
     (tmp_path / "shared").mkdir()
-    committed = yaml.safe_load((REPO / "dvc.lock").read_text())
     assert STAGE in _stage_names(image, checkout, uid, gid)
     result = _docker_run(image, "--user", f"{uid}:{gid}", "-e", f"VISBENCH_IMAGE_DIGEST={image.id}",
                          "-v", f"{checkout}:{APP_DIR}", "-v", f"{tmp_path / 'shared'}:/workspace/shared:ro",
@@ -271,11 +274,10 @@ def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_
     record = _record(checkout)
     assert record.environment.git_commit == image.commit  # the checkout's HEAD (the same commit here)
     assert record.environment.image == f"{IMAGE}@{image.id}+rev.{image.commit}"
-    updated = yaml.safe_load((checkout / "dvc.lock").read_text())
-    hashes, host, before = (_stage_outputs(lock, STAGE) for lock in
-                            (updated, yaml.safe_load((host_run / "dvc.lock").read_text()), committed))
+    hashes, host = (_stage_outputs(yaml.safe_load((root / "dvc.lock").read_text()), STAGE)
+                    for root in (checkout, host_run))
     record_path = f"results/default/retrieval/{record.backbone_name}.json"
-    assert hashes[record_path] != before[record_path], "dvc.lock still holds the committed record"
+    assert hashes[record_path] != host[record_path], "dvc.lock still holds the host's record"
     for path, md5 in hashes.items():  # features (dep), metrics and per-sample scores (outs): the host's bytes
         if path != record_path:
             assert md5 == host[path], path
