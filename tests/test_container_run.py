@@ -272,7 +272,7 @@ def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_
     assert ran == [STAGE], result.stdout
 
     record = _record(checkout)
-    head = _run(["git", "rev-parse", "HEAD"], cwd=checkout).stdout.strip()
+    head = _run(["git", "-c", f"safe.directory={checkout}", "rev-parse", "HEAD"], cwd=checkout).stdout.strip()
     assert record.environment.git_commit == head  # the mounted checkout's own commit, not the image's
     assert record.environment.image == f"{IMAGE}@{image.id}+rev.{image.commit}"
     hashes, host = (_stage_outputs(yaml.safe_load((root / "dvc.lock").read_text()), STAGE)
