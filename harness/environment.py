@@ -41,6 +41,16 @@ def device_name() -> str:
     return f"cpu:{platform.machine()}:{torch.get_num_threads()}threads"
 
 
+def cuda_runtime() -> str | None:
+    """The CUDA runtime torch loads: its CUDA libraries come from the lock's nvidia-* wheels (RPATH into
+    site-packages/nvidia), in an image as on a host, so the cudart wheel's version names it exactly."""
+    import torch
+
+    if torch.version.cuda is None:
+        return None
+    return _version("nvidia-cuda-runtime") or torch.version.cuda
+
+
 def code_commit() -> str | None:
     """The commit of the code that runs: the checkout's HEAD, else the one baked into the image."""
     # The checkout wins: a repository bind-mounted into the image may be at another commit than the one the image
@@ -74,4 +84,5 @@ def environment_fingerprint() -> Environment:
         numpy=numpy.__version__,
         device=device_name(),
         image=image_identity(),
+        cuda=cuda_runtime(),
     )

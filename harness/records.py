@@ -56,6 +56,9 @@ class Environment(_Strict):
     numpy: str
     device: str
     image: str | None = None  # container image identity, when run inside one
+    # The CUDA runtime torch loads: the lock's nvidia-cuda-runtime wheel (pinned and hashed), else the CUDA torch was
+    # built against; None for a torch without CUDA, and in records made before the field existed.
+    cuda: str | None = None
 
 
 class Failure(_Strict):
