@@ -67,6 +67,16 @@ def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
     return float(topk_correct(logits, labels, k).mean())
 
 
+def check_trainable(manifest, train_split: str, train: list, test: list) -> None:
+    """Refuse to score a class the probe never saw: its eval images would count as wrong without saying why."""
+    unseen = sorted({i.label for i in test} - {i.label for i in train})
+    if unseen:
+        first = {label: next(i.path for i in test if i.label == label) for label in unseen}
+        named = "; ".join(f"class {manifest.classes[label]!r} (e.g. {first[label]})" for label in unseen)
+        raise ValueError(f"dataset {manifest.name}: {named} has no image in split {train_split!r}: the probe cannot "
+                         "learn it; add training images of it or remove it")
+
+
 class ClassificationParams(PooledParams):
     train_split: str = Field(min_length=1)
     eval_split: str = Field(min_length=1)
@@ -84,6 +94,7 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     x_test = inputs.stack(test).astype(np.float32)
     y_train = np.array([i.label for i in train], dtype=np.int64)
     y_test = np.array([i.label for i in test], dtype=np.int64)
+    check_trainable(inputs.manifest, p["train_split"], train, test)
     mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     num_classes = len(inputs.manifest.classes)
