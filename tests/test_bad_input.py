@@ -142,11 +142,16 @@ def test_a_folder_with_no_images_is_refused_naming_it(tmp_path):
         prepare_image_folder("mine", tmp_path / "out", str(tmp_path / "empty"))
 
 
-def test_a_bad_file_in_a_folder_stops_preparation_naming_it(tmp_path):
+def test_a_bad_file_in_a_folder_fails_extraction_naming_it(tmp_path):
+    from harness.backbones import create_backbone
+    from harness.extract import FeatureRequest, extract_dataset
+
     root = _folder(tmp_path / "images")
     (root / "val" / "class1" / "2.png").write_bytes(b"GIF89a but not really")
-    with pytest.raises(DatasetError, match=r"val/class1/2.png.*on_bad_image: skip"):
-        prepare_image_folder("mine", tmp_path / "out", str(root))
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root))  # indexing reads no pixels
+    with pytest.raises(ImageDecodeError, match=r"val/class1/2\.png.*not an image"):
+        extract_dataset(create_backbone("cifar_resnet20@random"), manifest, [FeatureRequest("pooled")],
+                        tmp_path / "features", batch_size=4)
 
 
 def test_bad_files_can_be_skipped_and_are_counted_in_the_manifest(tmp_path):
@@ -195,14 +200,15 @@ def test_classification_refuses_a_class_it_has_no_training_image_of(tmp_path):
 
 def test_an_empty_class_folder_is_not_a_class_nobody_can_predict(tmp_path):
     root = _folder(tmp_path / "images", per_class=2)
-    (root / "val" / "class9").mkdir()  # an empty folder would add a class with no images
-    Image.fromarray(_noise(11)).save(root / "val" / "class9" / "x.jpg")
-    (root / "val" / "class9" / "x.jpg").write_bytes(b"")  # ... and its only file is empty
-    with pytest.raises(DatasetError, match=r"x.jpg"):
+    (root / "val" / "class9").mkdir()  # an empty folder would add a class no image belongs to
+    with pytest.raises(DatasetError, match=r"class 'class9' has 0 usable image"):
         prepare_image_folder("mine", tmp_path / "out", str(root))
+    (root / "val" / "class9" / "x.jpg").write_bytes(b"")  # ... as would one whose only file is empty
     manifest = prepare_image_folder("mine", tmp_path / "out", str(root), on_bad_image="skip")
     assert manifest.classes == ["class0", "class1"]
-    assert manifest.params["skipped"]["count"] == 1 and manifest.params["skipped"]["classes"] == {"class9": 0}
+    skipped = manifest.params["skipped"]
+    assert skipped["count"] == 1 and list(skipped["files"]) == ["val/class9/x.jpg"]
+    assert skipped["classes"] == {"class9": 0}
 
 
 def test_defaults_keep_the_identity_of_existing_folders(tmp_path):
