@@ -7,6 +7,7 @@ never sees a backbone: only arrays read from the cache.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,14 @@ class ProbeSpec:
 
     def tolerances(self, metrics: dict[str, float]) -> dict[str, float]:
         return dict.fromkeys(metrics, self.tolerance)
+
+    def evaluate(self, features: dict[str, np.ndarray], targets: dict[str, Any], **kwargs: Any) -> ProbeResult:
+        """This probe on in-memory arrays, split name → rows (`harness.probes.arrays` says each task's shapes);
+        keyword arguments are probe parameters (the rest from ./params.yaml), `seed`, `classes`, `saved_head`."""
+        # by name, not an import statement: stages never evaluate arrays, and their code dependencies are read
+        # from import statements (harness.codedeps)
+        arrays = importlib.import_module("harness.probes.arrays")
+        return arrays.evaluate_arrays(self, features, targets, **kwargs)
 
 
 PROBES: Registry[ProbeSpec] = Registry("task", packages=("harness.probes",))

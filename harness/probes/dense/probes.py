@@ -263,3 +263,7 @@ EDGE_PROBE = _spec("edge", "low", "dense-edge-regression/v2", "pearson", EDGE, (
 KEYPOINTS_PROBE = _spec("keypoints2d", "low", "dense-keypoint-heatmap/v2", "pearson", KEYPOINTS, ("rmse", "mae"))
 OCCLUSION_PROBE = _spec("occlusion_edge", "mid", "dense-occlusion-edge-log1p/v2", "pearson", OCCLUSION,
                         ("rmse", "mae"))
+
+# task name → its DenseTask (target names, encodings): what `probe.evaluate` on arrays writes targets for
+DENSE_TASKS = {"depth": DEPTH, "surface_normal": NORMALS, "generic_segmentation": GENERIC,
+               "semantic_segmentation": SEMANTIC, "edge": EDGE, "keypoints2d": KEYPOINTS, "occlusion_edge": OCCLUSION}
