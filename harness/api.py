@@ -73,6 +73,10 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     from harness.user_data import dataset_spec
 
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
+    if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
+        from harness.heads import head_probe_block
+
+        probe_params = {**head_probe_block(Path(head_file)), **probe_params}
     block = _probe_block(task, project, probe_params)
     name, spec = dataset_spec(dataset, task, project, limit=limit, stems=stems)
     if train_dataset is not None:
@@ -91,7 +95,13 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     root = Path(workspace)
     with paths.workspace(root):
         try:
-            stage_calls.prepare(name, params)
+            if head_file is None:
+                stage_calls.prepare(name, params)
+            else:  # a saved head reads only the evaluation split: the training split need not exist here
+                from harness import topology
+                from harness.stages import prepare as prepare_stage
+
+                prepare_stage.run(name, params, topology.dataset_code(params, name), [])
             stage_calls.extract(grid, spelling, name, params)
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from PIL import Image
+from conftest import write_image_folder
 
 import harness
 from harness import paths
@@ -21,42 +20,9 @@ from harness.samples import read_samples
 CONTROL = "cifar_resnet20@random"  # random-init, 32-px inputs: a fast, offline backbone
 
 
-def write_folder(root: Path, per_split: int = 4, splits=("train", "val"), classes: int = 2) -> Path:
-    rng = np.random.default_rng(0)
-    colours = [(200, 30, 30), (30, 30, 200), (30, 200, 30)]
-    for split in splits:
-        for label in range(classes):
-            folder = root / split / f"class{label}" if split else root / f"class{label}"
-            folder.mkdir(parents=True)
-            for index in range(per_split):
-                pixels = np.clip(np.array(colours[label]) + rng.normal(0, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
-                Image.fromarray(pixels).save(folder / f"{index}.png")
-    return root
-
-
-def project_params(folder: Path) -> dict:
-    return {
-        "settings": {"precision": "fp32", "batch_size": 4, "seed": 0},
-        "datasets": {"tiny": {"kind": "image_folder", "root": str(folder)}},
-        "probes": {
-            "classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
-                               "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
-            "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
-                          "recall_at": [1, 5]},
-        },
-        "grids": {"g": {"backbones": [CONTROL.replace("@random", ".random")],
-                        "tasks": {"classification": "tiny", "retrieval": "tiny"}}},
-    }
-
-
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    images = write_folder(tmp_path / "images")
-    work = tmp_path / "project"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    (work / "params.yaml").write_text(yaml.safe_dump(project_params(images)))
-    return work, images
+def project(image_project):
+    return image_project
 
 
 def test_the_api_gives_the_stage_numbers_bit_for_bit(project):
@@ -89,7 +55,7 @@ def test_probe_parameters_override_the_params_yaml_block(project):
 
 def test_a_folder_of_class_folders_is_split_in_halves(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    folder = write_folder(tmp_path / "flowers", per_split=6, splits=(None,), classes=3)
+    folder = write_image_folder(tmp_path / "flowers", per_split=6, splits=(None,), classes=3)
     result = harness.run(CONTROL, "classification", folder, epochs=2, train_split="train", eval_split="val",
                          lr=0.01, weight_decay=0.0, batch_size=8, limit=2)  # no params.yaml here: all given
     assert result.record.dataset.name == "flowers"
@@ -100,7 +66,7 @@ def test_a_folder_of_class_folders_is_split_in_halves(tmp_path, monkeypatch):
 
 
 def test_train_on_one_dataset_and_evaluate_on_another(project, tmp_path):
-    other = write_folder(tmp_path / "other", per_split=3, splits=("val",))
+    other = write_image_folder(tmp_path / "other", per_split=3, splits=("val",))
     result = harness.run(CONTROL, "classification", other, train_dataset="tiny", epochs=5)
     record = result.record
     assert record.dataset.name == "other_from_tiny"

@@ -21,6 +21,16 @@ from harness.registry import Registry
 
 
 @dataclass(frozen=True)
+class ProbeHead:
+    """A trained probe's head as data: its tensors (weights and the feature statistics it standardises with)
+    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads` saves it as safetensors
+    beside the record, with the identity of the features it was fitted on."""
+
+    tensors: dict[str, np.ndarray]
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """A probe's metrics and, for every mean-decomposable metric, its per-sample column.
 
@@ -32,6 +42,7 @@ class ProbeResult:
     sample_ids: list[str]  # one per row, unique, in the probe's evaluation order
     samples: dict[str, np.ndarray]  # column name -> (len(sample_ids),) float64 scores
     unit: str  # what one sample is: "image", "query", "point"
+    head: ProbeHead | None = None  # what was trained (probes that train a head); saving it changes no metric
 
 
 class ProbeParams(BaseModel):
@@ -67,6 +78,9 @@ class ProbeSpec:
     # What k counts when the probe trains on a few-shot subset of its `train_split` (`harness.fewshot`):
     # k images of every class, or k images in all. None: few-shot does not apply (nothing is trained).
     fewshot_unit: Literal["images_per_class", "images"] | None = None
+    # Score a saved head (`ProbeResult.head`) on the inputs' evaluation split without training: what a shared
+    # head's evaluation runs. None: the probe saves no head (it trains nothing, or its head is not saved yet).
+    score_head: Callable[[ProbeInputs, ProbeHead], ProbeResult] | None = None
 
     def resolve_protocol(self, manifest: Manifest | None) -> str:
         if manifest is None or self.protocol_for is None:
