@@ -21,7 +21,7 @@ from PIL import Image
 
 from harness.datasets.decode import ImageDecodeError, decode_rgb
 from harness.datasets.manifest import Manifest
-from harness.feature_cache import FeatureCache, entry_keys
+from harness.feature_cache import FeatureCache, entry_keys, write_cache_stats
 
 log = logging.getLogger(__name__)
 __all__ = ["FeatureRequest", "ImageDecodeError", "extract_dataset", "load_image"]
@@ -79,6 +79,7 @@ def extract_dataset(
     todo = [i for i in manifest.items if not all(k in cache for k in entry_keys(described, resolved, i))]
     log.info("extract %s × %s: %d images, %d cached, %d to compute",
              backbone.name, manifest.name, len(manifest.items), len(manifest.items) - len(todo), len(todo))
+    write_cache_stats(out_dir, len(manifest.items), len(manifest.items) - len(todo))
     fits = sorted({request.get("fit", "crop") for request in resolved})
 
     def decode(batch: list) -> dict[str, torch.Tensor]:
