@@ -155,3 +155,37 @@ def test_a_dense_head_scores_its_own_numbers_again(scenes, fake_dense_features, 
     scored = spec.score_head(ProbeInputs(scenes, fake_dense_features(scenes), params, seed=0), result.head)
     assert scored.metrics == {k: v for k, v in result.metrics.items() if k != "train_loss"}
     assert scored.sample_ids == result.sample_ids
+
+
+def test_publish_bundles_the_head_its_record_and_a_model_card(image_project, tmp_path, capsys):
+    from harness.cli import main
+
+    record, head_path = _trained(load_params())
+    run_id = "g-classification@cifar_resnet20.random"
+    assert main(["publish", f"run={run_id}", f"to={tmp_path / 'bundle'}"]) == 0
+    bundle = tmp_path / "bundle"
+    assert sorted(p.name for p in bundle.iterdir()) == ["README.md", "head.safetensors", "record.json", "samples.csv"]
+    card = (bundle / "README.md").read_text()
+    assert sha256_file(head_path) in card and record.backbone.identity in card and "| top1 |" in card
+    assert load_probe(bundle / "head.safetensors", backbone="cifar_resnet20@random").comparable
+    # the hub is an optional extra that needs network: here it fails with a clear message, exit 1
+    assert main(["publish", f"run={run_id}", "to=hub:someone/heads"]) == 1
+    assert "hub upload to someone/heads failed" in capsys.readouterr().err
+    assert main(["publish", f"run={run_id}"]) == 2
+    assert main(["publish", "run=g-retrieval@cifar_resnet20.random", f"to={tmp_path / 'x'}"]) == 2  # no head
+
+
+def test_publish_to_a_dvc_remote(image_project, tmp_path):
+    import subprocess
+    import sys
+
+    from harness.head_publish import publish
+
+    _trained(load_params())
+    remote = tmp_path / "remote"
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"],
+                    [sys.executable, "-m", "dvc", "remote", "add", "shelf", str(remote)]):
+        subprocess.run(command, check=True, capture_output=True)
+    where = publish("g-classification@cifar_resnet20.random", "dvc:shelf")
+    assert "dvc remote shelf" in where and Path("published/g-classification-at-cifar_resnet20.random.dvc").is_file()
+    assert sum(1 for p in remote.rglob("*") if p.is_file()) >= 4  # the bundle's files, content-addressed
