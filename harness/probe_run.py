@@ -194,7 +194,12 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
         geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
                                  "std": tuple(geometry_spec["std"])})
-        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry)
+        arch = base["backbone_name"].removesuffix("@random")
+        rebuild = {"name": base["backbone_name"], "identity": described["identity"],
+                   "precision": described["precision"], "seed": params.settings.seed,
+                   "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
+        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
+                             rebuild)
         split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
         dataset_info = DatasetInfo(
             name=job.dataset, identity=dataset_identity, split=split,

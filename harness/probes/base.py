@@ -147,6 +147,9 @@ class ProbeInputs:
     params: dict[str, Any]
     seed: int
     geometry: Any = None  # preprocessing, for probes that map feature cells back to pixels
+    # How to rebuild the backbone that made the features (name, identity, precision, seed, checkpoint), for the
+    # one protocol that trains part of it (finetune-last-n); frozen probes never read it.
+    backbone: dict[str, Any] | None = None
 
     def stack(self, items: list[Item]) -> np.ndarray:
         return np.stack([self.features(item) for item in items])

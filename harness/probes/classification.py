@@ -113,14 +113,14 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     with torch.no_grad():
         logits_train = head(torch.from_numpy(x_train)).numpy()
         logits_test = head(torch.from_numpy(x_test)).numpy()
-    samples, metrics = _scores(logits_test, y_test, num_classes)
+    samples, metrics = score_logits(logits_test, y_test, num_classes)
     metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
     head_data = ProbeHead({"weight": head.weight.detach().numpy().copy(), "bias": head.bias.detach().numpy().copy(),
                            "mean": mean, "std": std}, {"kind": "linear", "classes": list(inputs.manifest.classes)})
     return ProbeResult(metrics, [item.path for item in test], samples, unit="image", head=head_data)
 
 
-def _scores(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> tuple[dict[str, np.ndarray], dict]:
+def score_logits(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> tuple[dict[str, np.ndarray], dict]:
     predictions = np.argmax(logits, axis=1)
     samples = {"top1": topk_correct(logits, labels, 1), "top5": topk_correct(logits, labels, 5)}
     metrics = {name: float(column.mean()) for name, column in samples.items()}
@@ -145,7 +145,7 @@ def score_classification_head(inputs: ProbeInputs, saved: ProbeHead) -> ProbeRes
     head.load_state_dict({"weight": weight, "bias": torch.from_numpy(np.ascontiguousarray(saved.tensors["bias"]))})
     with torch.no_grad():  # exactly as the training run computes its eval logits, so the numbers are its own
         logits = head.eval()(torch.from_numpy(x_test)).numpy()
-    samples, metrics = _scores(logits, y_test, len(classes))
+    samples, metrics = score_logits(logits, y_test, len(classes))
     return ProbeResult(metrics, [item.path for item in test], samples, unit="image")
 
 
