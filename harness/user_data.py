@@ -4,8 +4,9 @@ A dataset argument is one of:
 - a name from params.yaml (`fashion_mnist`);
 - a spec dict with a `kind` (and optionally a `name`), used as given;
 - a folder. What it becomes depends on what the task reads:
-  - labelled tasks (classification, retrieval): an `image_folder`: `<split>/<class>/<image>` as it is, or
-    `<class>/<image>` split per class in content-hash order, half to train and half to val;
+  - labelled tasks (classification, retrieval, finetune_classification): an `image_folder`:
+    `<split>/<class>/<image>` as it is, or `<class>/<image>` split per class in content-hash order, half to
+    train and half to val;
   - similarity: a NIGHTS-style 2AFC folder (`data.csv`, `ref/`, `distort/`);
   - dense tasks: a `dense_folder` (`images/`, one folder per target, split lists `<split>.txt` in `stems`);
   - detection: a VOC-style folder (`JPEGImages/`, `Annotations/`, split lists in `stems`).
@@ -22,7 +23,7 @@ from typing import Any
 
 from harness.config import ConfigError, Params
 
-LABELLED = ("classification", "retrieval")
+LABELLED = ("classification", "retrieval", "finetune_classification")
 HALVES = {"train": 0.5, "val": 0.5}  # the split of a <class>/<image> folder
 
 

@@ -14,8 +14,8 @@ the same features; tests/test_api.py checks it against `harness.run`.
 
 Probe parameters are keyword arguments; those not given come from the task's block in ./params.yaml when there
 is one. Pooling and layers describe how features were taken, so they are ignored here. Correspondence,
-detection and BSDS boundaries read geometry or annotation files that arrays do not carry: run them on a
-dataset (`harness.run`).
+detection and BSDS boundaries read geometry or annotation files that arrays do not carry, and fine-tuning
+trains the backbone's own blocks: run them on a dataset (`harness.run`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 ARRAYS_DATASET = "arrays"
 LABELLED = ("classification", "retrieval")
-UNSUPPORTED = ("correspondence", "detection", "edge_bsds")
+UNSUPPORTED = ("correspondence", "detection", "edge_bsds", "finetune_classification")
 FEATURE_ONLY_PARAMS = ("pooling", "layers")
 
 
@@ -46,8 +46,8 @@ def evaluate_arrays(spec: ProbeSpec, features: Mapping[str, np.ndarray], targets
     from harness.probes.base import ProbeInputs
 
     if spec.name in UNSUPPORTED:
-        raise ValueError(f"{spec.name} reads geometry or annotation files, not arrays: run it on a dataset with "
-                         "harness.run")
+        raise ValueError(f"{spec.name} reads geometry or annotation files, or trains backbone blocks, not arrays: "
+                         "run it on a dataset with harness.run")
     if set(features) != set(targets):
         raise ValueError(f"features and targets must name the same splits; got {sorted(features)} and "
                          f"{sorted(targets)}")
