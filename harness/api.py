@@ -82,14 +82,17 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     if train_dataset is not None:
         train_name, train_spec = dataset_spec(train_dataset, task, project, limit=limit, stems=stems)
         name, spec, block = _paired(name, spec, train_name, train_spec, task, block)
-    grid = _grid_name(name, head_file)
+    feature_grid = _grid_name(name)
+    grid = _grid_name(name, head_file, None if block == _default_block(task, project) else block)
     spelling = stage_spelling(canonical_backbone(backbone))
+    grids = {feature_grid: Grid(backbones=[spelling], tasks={task: name})}
+    if grid != feature_grid:  # a variant's run reads the dataset's one feature folder, as features_from does
+        grids[grid] = Grid(backbones=[spelling], tasks={task: name}, features_from={name: feature_grid})
     params = Params(
         settings=project.settings if project else DEFAULT_SETTINGS,
         checkpoints=project.checkpoints if project else {},
         plugins=project.plugins if project else [],
-        datasets={name: spec}, probes={task: block},
-        grids={grid: Grid(backbones=[spelling], tasks={task: name})},
+        datasets={name: spec}, probes={task: block}, grids=grids,
     )
     _check(params)
     root = Path(workspace)
@@ -102,7 +105,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
                 from harness.stages import prepare as prepare_stage
 
                 prepare_stage.run(name, params, topology.dataset_code(params, name), [])
-            stage_calls.extract(grid, spelling, name, params)
+            stage_calls.extract(feature_grid, spelling, name, params)
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)
             else:
@@ -148,9 +151,21 @@ def _split_keys(task: str, block: dict) -> dict[str, str]:
     raise ConfigError(f"task {task} has no training split (it reads one split): train_dataset does not apply")
 
 
-def _grid_name(dataset: str, head: str | Path | None) -> str:
-    """The run's group: its dataset (and the head it evaluates), spelled as a grid name (letters, digits, _)."""
+def _default_block(task: str, project: Params | None) -> dict[str, Any] | None:
+    if project is None or task not in project.probes:
+        return None
+    return _probe_block(task, project, {})
+
+
+def _grid_name(dataset: str, head: str | Path | None = None, block: dict[str, Any] | None = None) -> str:
+    """The run's group, spelled as a grid name (letters, digits, _): its dataset; `_p<hash>` when its probe
+    parameters are not params.yaml's (so variations never overwrite each other's records); `_head_<sha>` for
+    the evaluation of a saved head. All of a dataset's runs share its feature folder (`<dataset>`)."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", dataset)
+    if block is not None:
+        from harness.hashing import hash_json
+
+        name += f"_p{hash_json(block, length=6)}"
     if head is not None:
         from harness.hashing import sha256_file
 

@@ -123,3 +123,12 @@ def test_probe_evaluate_on_arrays_for_similarity_and_a_dense_task(tmp_path, monk
     assert result.sample_ids == [f"val/{i:06d}" for i in range(4)]
     with pytest.raises(ValueError, match="run it on a dataset"):
         get_probe("correspondence").evaluate({}, {})
+
+
+def test_variations_keep_their_own_records_and_share_the_features(project):
+    default = harness.run(CONTROL, "classification", "tiny")
+    variant = harness.run(CONTROL, "classification", "tiny", epochs=3)
+    assert default.record.run_id == "tiny-classification@cifar_resnet20.random"
+    assert variant.record.run_id.startswith("tiny_p") and variant.record_path != default.record_path
+    assert default.record_path.is_file() and default.head_path.read_bytes() != variant.head_path.read_bytes()
+    assert [p.name for p in Path("user/features").iterdir()] == ["tiny"]  # one feature folder per dataset

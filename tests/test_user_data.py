@@ -77,16 +77,15 @@ def test_promote_hands_a_user_run_to_the_pipeline_which_reproduces_it(image_proj
 
 
 def test_promote_refuses_a_run_whose_parameters_params_yaml_does_not_share(image_project, tmp_path):
-    folder = write_image_folder(tmp_path / "mine", per_split=3)
-    harness.run("cifar_resnet20@random", "classification", folder, epochs=3)
-    from harness.user_runs import collect_user
-
-    collect_user()
     from harness.config import ConfigError
-    from harness.user_runs import promote
+    from harness.user_runs import collect_user, promote
 
+    folder = write_image_folder(tmp_path / "mine", per_split=3)
+    variant = harness.run("cifar_resnet20@random", "classification", folder, epochs=3)
+    assert variant.record.run_id.startswith("mine_p")  # its own id: params.yaml's run is never overwritten
+    collect_user()
     with pytest.raises(ConfigError, match=r"differs from the run's parameters in epochs"):
-        promote("mine-classification@cifar_resnet20.random")
+        promote(variant.record.run_id)
 
 
 def _dense_folder(root: Path, stems: int = 4) -> Path:
