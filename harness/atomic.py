@@ -22,7 +22,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """`write_text_atomic` for bytes (the site's Parquet and gzip downloads)."""
+    """`write_text_atomic` for bytes (the site's Parquet and gzip downloads, a probe head's safetensors)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -13,6 +13,13 @@
     visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
     visbench-harness site                              regenerate docs/ from the corpus and build HTML
     visbench-harness release v1                        freeze the current downloads as docs/releases/v1
+    visbench-harness task=classification backbone=efficientnet_lite0 data=PATH [limit=N] [stems=DIR]
+                                                       your own data, without DVC, into user/ (never the corpus)
+    visbench-harness promote run=RUN_ID                add a user run's dataset and grid to params.yaml
+    visbench-harness publish run=RUN_ID to=DIR|dvc:REMOTE|hub:REPO
+                                                       a trained head, its record and a model card
+    visbench-harness cache stats | cache gc [dry_run=true]
+                                                       feature-cache entries, bytes, hit rates; drop unused ones
 
 Exit status: 0 when every selected run is ok, 1 when any failed (a table of failures ends the output and
 re-running the same command retries exactly those), 2 for a bad command or params.yaml (nothing ran).
@@ -32,9 +39,10 @@ from harness.registry import UnknownNameError
 
 log = logging.getLogger("visbench")
 RUN_KEYS = ["backbone", "build_site", "dry_run", "executor", "grid", "probes", "task"]
+USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.user_cli), not through DVC
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task"]
-COMMANDS = ["list", "pipeline", "release", "site", "verify"]
+COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "site", "verify"]
 DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
 
 
@@ -203,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = args.pop(0) if args and "=" not in args[0] else "run"
     try:
+        if command == "run" and any(a.partition("=")[0] in USER_DATA_KEYS for a in args):
+            from harness.user_cli import run_user_data_command
+
+            return run_user_data_command(args)
         if command == "run":
             return run_grid(parse_overrides(args, RUN_KEYS, RUN_BOOLEANS))
         if command == "verify":
@@ -218,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
 
             release.run(args[0])
             return build_html()
+        if command in ("cache", "promote", "publish"):
+            from harness import user_cli
+
+            return user_cli.COMMANDS[command](args)
         if command in ("list", "site"):
             if args:
                 raise ConfigError(f"`{command}` takes no arguments; got {' '.join(args)}")

@@ -1,8 +1,9 @@
 """Feature extraction for one backbone × dataset: one forward pass per image, into the feature cache.
 
 Images whose every requested entry is already cached are never decoded. An image that cannot be
-decoded is an error naming the file. The stage writes `extraction.json` (the backbone's identity and the
-resolved feature requests) that probes read instead of importing any backbone library.
+decoded is an error naming the file (`harness.datasets.decode`: truncated files, non-images, 16-bit and
+CMYK pixels). The stage writes `extraction.json` (the backbone's identity and the resolved feature
+requests) that probes read instead of importing any backbone library.
 """
 
 from __future__ import annotations
@@ -16,16 +17,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from harness.datasets.decode import ImageDecodeError, decode_rgb
 from harness.datasets.manifest import Manifest
-from harness.feature_cache import FeatureCache, entry_keys
+from harness.feature_cache import FeatureCache, entry_keys, write_cache_stats
 
 log = logging.getLogger(__name__)
-
-
-class ImageDecodeError(ValueError):
-    pass
+__all__ = ["FeatureRequest", "ImageDecodeError", "extract_dataset", "load_image"]
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,7 @@ class FeatureRequest:
 
 
 def load_image(path: Path) -> Image.Image:
-    try:
-        with Image.open(path) as image:
-            image.load()
-            return image.convert("RGB")
-    except (OSError, UnidentifiedImageError, ValueError) as error:
-        raise ImageDecodeError(f"cannot decode image {path}: {error}") from None
+    return decode_rgb(path)
 
 
 def _store_batch(backbone, described: dict[str, Any], resolved: list[dict[str, Any]], batch: list,
@@ -85,6 +79,7 @@ def extract_dataset(
     todo = [i for i in manifest.items if not all(k in cache for k in entry_keys(described, resolved, i))]
     log.info("extract %s × %s: %d images, %d cached, %d to compute",
              backbone.name, manifest.name, len(manifest.items), len(manifest.items) - len(todo), len(todo))
+    write_cache_stats(out_dir, len(manifest.items), len(manifest.items) - len(todo))
     fits = sorted({request.get("fit", "crop") for request in resolved})
 
     def decode(batch: list) -> dict[str, torch.Tensor]:

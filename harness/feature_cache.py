@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 _DIGEST = 32
 STORED_DTYPE = "float32"
 EXTRACTION_FILE = "extraction.json"  # beside entries/: the backbone described and the resolved requests
+# beside the feature folder, outside the DVC out (so it changes no hash): the last extraction's cache hits,
+# which `visbench-harness cache stats` reports
+STATS_SUFFIX = ".cache-stats.json"
 
 
 def feature_key(
@@ -124,3 +127,9 @@ def write_extraction(out_dir: Path, description: dict[str, Any]) -> None:
 
 def read_extraction(out_dir: Path) -> dict[str, Any]:
     return json.loads((out_dir / EXTRACTION_FILE).read_text())
+
+
+def write_cache_stats(out_dir: Path, images: int, cached: int) -> None:
+    out_dir = Path(out_dir)
+    stats = {"images": images, "cached": cached, "computed": images - cached}
+    write_text_atomic(out_dir.with_name(out_dir.name + STATS_SUFFIX), json.dumps(stats, sort_keys=True))

@@ -1,7 +1,9 @@
 """Where each stage reads and writes, relative to the project root (where DVC runs stages).
 
 `verify` re-runs stages into a scratch folder: `scratch_outputs` redirects features and results there
-while datasets and the committed corpus stay where they are.
+while datasets and the committed corpus stay where they are. The Python API and `data=` runs use
+`workspace`: prepared data, features, results and failures all under one folder (`user/` by default), so
+they never touch the pipeline's outputs or the frozen corpus.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ CORPUS = Path("leaderboard/corpus.jsonl")
 FAILED_CORPUS = Path("leaderboard/failures.jsonl")  # failed attempts, shown apart from the ok records
 FAILURES = Path("failures")  # each failed stage's latest attempt (git-tracked, never a DVC out)
 DOCS = Path("docs")
-_outputs = {"features": Path("features"), "results": Path("results"), "failures": FAILURES}
+_outputs = {"data": DATA, "features": Path("features"), "results": Path("results"), "failures": FAILURES}
 
 
 @contextmanager
@@ -32,12 +34,24 @@ def scratch_outputs(root: Path) -> Iterator[None]:
         _outputs.update(saved)
 
 
+@contextmanager
+def workspace(root: Path) -> Iterator[None]:
+    """Every stage output (and the prepared data) under `root`: root/data, root/features, root/results, ..."""
+    saved = dict(_outputs)
+    _outputs.update(data=root / "data", features=root / "features", results=root / "results",
+                    failures=root / "failures")
+    try:
+        yield
+    finally:
+        _outputs.update(saved)
+
+
 def dataset_dir(dataset: str) -> Path:
-    return DATA / dataset
+    return _outputs["data"] / dataset
 
 
 def manifest_path(dataset: str) -> Path:
-    return DATA / dataset / "manifest.json"
+    return _outputs["data"] / dataset / "manifest.json"
 
 
 def features_dir(grid: str, backbone: str, dataset: str) -> Path:
@@ -60,6 +74,12 @@ def samples_path(grid: str, task: str, backbone: str, shot: Shot | None = None) 
     if shot is None:
         return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
     return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.samples.csv"
+
+
+def head_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    """A trained probe's head beside its record (`harness.heads`): safetensors, weights and identity."""
+    record = record_path(grid, task, backbone, shot)
+    return record.with_name(record.name.removesuffix(".json") + ".head.safetensors")
 
 
 def fewshot_dir(grid: str, task: str, backbone: str) -> Path:

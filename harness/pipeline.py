@@ -120,6 +120,8 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
     base = f"results/{grid}/{task}/${{item}}"
     outs: list[Any] = [{base: out}] if spec.fewshot is not None else [{f"{base}.json": out},
                                                                       {f"{base}.samples.csv": out}]
+    if spec.fewshot is None and _saves_head(task):  # the trained head beside its record (harness.heads)
+        outs.append({f"{base}.head.safetensors": out})
     return {
         "foreach": [stage_spelling(b) for b in spec.backbones],
         "do": {
@@ -132,6 +134,12 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
             "metrics": [{f"{base}.metrics.json": out}],
         },
     }
+
+
+def _saves_head(task: str) -> bool:
+    from harness.probes import get_probe
+
+    return get_probe(task).score_head is not None
 
 
 def _collect_and_site() -> dict[str, Any]:

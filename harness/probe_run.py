@@ -14,7 +14,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,10 +24,14 @@ from harness.datasets.manifest import Manifest
 from harness.environment import environment_fingerprint
 from harness.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.fewshot import UNIT_PARAM, Shot, fewshot_manifest
+from harness.head_file import head_identity, serialize_head
 from harness.preprocessing import Preprocess
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
 from harness.records import BackboneInfo, DatasetInfo, Failure, Record
 from harness.samples import samples_file
+
+if TYPE_CHECKING:
+    from harness.heads import LoadedProbe  # never imported by a stage: it reaches the API
 
 
 class MissingFeatureError(RuntimeError):
@@ -112,9 +116,27 @@ def job_from_params(params: Params, grid: str, task: str, backbone: str) -> Prob
     return ProbeJob(grid, task, backbone, dataset, spec.feature_grid(grid, dataset))
 
 
-def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None
-              ) -> tuple[Record, str | None]:
-    """The record of one run and the text of its samples file (None when it failed)."""
+class ProbeOutcome(tuple):
+    """`(record, samples_text)`, as `run_probe` has always returned (samples_text None when the run failed), and
+    `.head_bytes`: the trained head's file (`harness.head_file`), None when it failed or trained nothing."""
+
+    head_bytes: bytes | None
+
+    def __new__(cls, record: Record, samples_text: str | None, head_bytes: bytes | None = None) -> ProbeOutcome:
+        outcome = super().__new__(cls, (record, samples_text))
+        outcome.head_bytes = head_bytes
+        return outcome
+
+    @property
+    def record(self) -> Record:
+        return self[0]
+
+
+def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None,
+              saved_head: LoadedProbe | None = None) -> ProbeOutcome:
+    """One run: its record, samples file and trained head. With `saved_head` (`harness.heads`), that head is
+    checked against the features and scored instead of training one; the record's protocol_params.head names
+    the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""
     started = time.monotonic()
     spec = get_probe(job.task)
     probe_params = dict(probe_params)
@@ -141,8 +163,8 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         "environment": environment_fingerprint(),
         "k_shot": None if shot is None else shot.k,
     }
-    backbone_info = dataset_info = None
-    pooling_resolved = image_size = samples_text = None
+    backbone_info = dataset_info = request = result = None
+    pooling_resolved = image_size = samples_text = head_bytes = None
     samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
     phase = "extract"
     try:
@@ -176,13 +198,28 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
         geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
                                  "std": tuple(geometry_spec["std"])})
-        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry)
+        arch = base["backbone_name"].removesuffix("@random")
+        rebuild = {"name": base["backbone_name"], "identity": described["identity"],
+                   "precision": described["precision"], "seed": params.settings.seed,
+                   "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
+        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
+                             rebuild)
         split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
         dataset_info = DatasetInfo(
             name=job.dataset, identity=dataset_identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
         )
-        result = spec.run(inputs)
+        if saved_head is None:
+            result = spec.run(inputs)
+        else:
+            phase = "check_head"
+            protocol_params["head"] = saved_head.provenance()  # a refused head's failed record names it too
+            if saved_head.task != job.task:
+                raise ValueError(f"the head was trained for task {saved_head.task!r}, not {job.task!r}")
+            saved_head.check(described, request, spec.fit)
+            phase = "probe"
+            result = saved_head.evaluate_inputs(inputs)
+            protocol_params["head"] = saved_head.provenance()
         check_result(spec, result)
         samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit)
         metrics, status, failure = result.metrics, "ok", None
@@ -205,4 +242,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         duration_s=round(time.monotonic() - started, 3),
         samples=samples,
     )
-    return record, samples_text
+    if status == "ok" and result.head is not None:
+        train_split = probe_params.get("train_split") or probe_params.get("train_splits")
+        head_bytes = serialize_head(result.head, head_identity(record, request, spec.fit, train_split))
+    return ProbeOutcome(record, samples_text, head_bytes)

@@ -81,3 +81,46 @@ def _fake_dense_features(manifest):
 def fake_dense_features():
     """`fake_dense_features(manifest)` → a feature lookup for ProbeInputs (deterministic per manifest)."""
     return _fake_dense_features
+
+
+def write_image_folder(root: Path, per_split: int = 4, splits=("train", "val"), classes: int = 2) -> Path:
+    """Tiny 32-px colour-blob images in `root/<split>/<class>/` (split None: `root/<class>/`)."""
+    rng = np.random.default_rng(0)
+    colours = [(200, 30, 30), (30, 30, 200), (30, 200, 30)]
+    for split in splits:
+        for label in range(classes):
+            folder = root / split / f"class{label}" if split else root / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(per_split):
+                pixels = np.clip(np.array(colours[label]) + rng.normal(0, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(folder / f"{index}.png")
+    return root
+
+
+def image_project_params(folder: Path, backbones: list[str]) -> dict:
+    """params.yaml of a one-grid project `g` (classification + retrieval on the folder as dataset `tiny`)."""
+    return {
+        "settings": {"precision": "fp32", "batch_size": 4, "seed": 0},
+        "datasets": {"tiny": {"kind": "image_folder", "root": str(folder)}},
+        "probes": {
+            "classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
+                               "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
+            "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
+                          "recall_at": [1, 5]},
+        },
+        "grids": {"g": {"backbones": backbones, "tasks": {"classification": "tiny", "retrieval": "tiny"}}},
+    }
+
+
+@pytest.fixture
+def image_project(tmp_path, monkeypatch):
+    """A project folder (the working directory) whose params.yaml reads a tiny image folder; returns
+    (project, images). Backbone: the random-init CIFAR ResNet-20 (32-px inputs, offline, fast)."""
+    import yaml
+
+    images = write_image_folder(tmp_path / "images")
+    work = tmp_path / "project"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
+    return work, images

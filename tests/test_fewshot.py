@@ -218,7 +218,8 @@ def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
     assert all(r.status == "ok" and r.schema_version == 3 for r in records)
     folder = paths.fewshot_dir("g", "classification", BACKBONE)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        f"k{k}-s{s}{suffix}" for k in (1, 4) for s in (0, 1) for suffix in (".json", ".samples.csv"))
+        f"k{k}-s{s}{suffix}" for k in (1, 4) for s in (0, 1)
+        for suffix in (".json", ".samples.csv", ".head.safetensors"))  # each run's trained head beside its record
     for record in records:
         shot = Shot(record.k_shot, record.seed)
         assert read_records(paths.record_path("g", "classification", BACKBONE, shot)) == [record]
@@ -282,7 +283,7 @@ def test_rerunning_with_fewer_shots_leaves_no_stale_files(fewshot_project):
     fewer.grids["g"].fewshot.k_shots = [2]
     stages.probe("g", "classification", BACKBONE, fewer)
     assert sorted(p.name for p in paths.fewshot_dir("g", "classification", BACKBONE).iterdir()) == [
-        "k2-s0.json", "k2-s0.samples.csv"]
+        "k2-s0.head.safetensors", "k2-s0.json", "k2-s0.samples.csv"]
 
 
 def test_verify_reruns_a_fewshot_stage_and_compares_every_record(fewshot_project):

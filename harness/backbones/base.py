@@ -172,6 +172,13 @@ class Backbone(nn.Module, ABC):
             return out.extra[mode]
         raise BackboneError(f"{self.name} cannot pool {mode!r}")
 
+    def finetune_suffix(self, blocks: int) -> nn.Module:
+        """A trainable copy of the last `blocks` layer units (what `layers` indexes) that maps the dense map of
+        layer `num_layers - blocks - 1` to the pooled feature: what `finetune-last-n` trains on a cached
+        frozen prefix. Families that can be cut this way override it."""
+        raise BackboneError(f"{self.name} cannot be fine-tuned block by block (its family has no suffix split); "
+                            "families that can: cifar_resnet")
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

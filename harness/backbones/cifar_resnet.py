@@ -7,6 +7,7 @@ pooling, linear 64 → 10. Depth = 6n + 2.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -91,6 +92,17 @@ class CifarResNet(nn.Module):
         return self.linear(self.stages(x)[-1].mean(dim=(2, 3)))
 
 
+class _Suffix(nn.Module):
+    """The last stages and the global average pool: stage outputs are the next stage's inputs as they are."""
+
+    def __init__(self, stages: list[nn.Module]) -> None:
+        super().__init__()
+        self.stages = nn.Sequential(*stages)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stages(x).mean(dim=(2, 3))
+
+
 class CifarResNetBackbone(Backbone):
     pooling_modes = ("avg",)
     num_layers = 3  # layer1, layer2, layer3
@@ -98,6 +110,13 @@ class CifarResNetBackbone(Backbone):
     def feature_maps(self, images: torch.Tensor, layers: list[int]) -> FeatureMaps:
         outs = self.model.stages(images)
         return FeatureMaps(maps=[outs[i] for i in layers])
+
+    def finetune_suffix(self, blocks: int) -> nn.Module:
+        if not 1 <= blocks < self.num_layers:
+            raise ValueError(f"{self.name} fine-tunes 1..{self.num_layers - 1} of its {self.num_layers} stages "
+                             f"(the stem and first stage stay frozen); got {blocks}")
+        stages = [self.model.layer1, self.model.layer2, self.model.layer3][-blocks:]
+        return copy.deepcopy(_Suffix(stages)).float().requires_grad_(True)
 
 
 def _cifar_preprocess() -> Preprocess:

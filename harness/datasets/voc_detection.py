@@ -93,11 +93,12 @@ def save_json(out_dir: Path, rel: str, payload: dict[str, Any]) -> dict[str, str
 @DATASET_KINDS.register("voc2012_detection")
 def prepare_voc2012_detection(
     name: str, out_dir: Path, root: str, splits: list[str] | tuple[str, ...] = ("train", "val"),
-    limit_per_split: int | None = None,
+    limit_per_split: int | None = None, stems: str | None = None,
 ) -> Manifest:
-    """Index the official Main split lists and write each image's `annotations` target."""
+    """Index the official Main split lists (or the `stems` folder's `<split>.txt`, for a VOC-style folder of
+    your own) and write each image's `annotations` target."""
     base, out_dir = Path(root), Path(out_dir)
-    lists = base / "ImageSets" / "Main"
+    lists = Path(stems) if stems else base / "ImageSets" / "Main"
     if not lists.is_dir():
         raise FileNotFoundError(f"dataset {name}: {lists} not found (set datasets.{name}.root to VOCdevkit/VOC2012)")
     owner: dict[str, str] = {}
@@ -122,5 +123,7 @@ def prepare_voc2012_detection(
     params = {"splits": sorted(set(splits)), "limit_per_split": limit_per_split,
               "box_convention": "0-based pixel edges: x0 = xmin - 1, x1 = xmax",
               "source": "PASCAL VOC 2012 detection (Everingham et al., IJCV 2010); Flickr image terms"}
+    if stems:  # only then: the identity of datasets read from ImageSets/Main stays as it was
+        params["split_lists"] = "stems"
     extra = {"targets": targets, "detection_class_ids": list(range(len(VOC_DETECTION_CLASSES)))}
     return Manifest(name, str(root), items, list(VOC_DETECTION_CLASSES), params, extra)

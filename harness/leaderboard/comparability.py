@@ -43,6 +43,7 @@ COMPARABILITY_FIELDS: tuple[str, ...] = (
 )
 
 _KEY_LENGTH = 12
+HEAD_PROVENANCE = ("sha256", "run_id")  # protocol_params.head keys that identify one head file
 
 
 class ComparabilityError(ValueError):
@@ -58,6 +59,13 @@ def comparability_fields(record: Record) -> dict[str, Any]:
     fields = {path: _field_value(record, path) for path in COMPARABILITY_FIELDS}
     if fields["k_shot"] is None:
         del fields["k_shot"]
+    head = record.protocol_params.get("head")
+    if isinstance(head, dict):
+        # A shared head's evaluation: runs of different backbones each read their own head, so the file (its
+        # SHA-256, its run) is provenance, not part of the key; how the heads were trained (the params, the
+        # training data) and whether the head was allowed a mismatch (comparable: false) are.
+        kept = {k: v for k, v in head.items() if k not in HEAD_PROVENANCE}
+        fields["protocol_params"] = {**record.protocol_params, "head": kept}
     return fields
 
 

@@ -7,6 +7,7 @@ never sees a backbone: only arrays read from the cache.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.datasets.manifest import Item, Manifest
 from harness.registry import Registry
+
+
+@dataclass(frozen=True)
+class ProbeHead:
+    """A trained probe's head as data: its tensors (weights and the feature statistics it standardises with)
+    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads` saves it as safetensors
+    beside the record, with the identity of the features it was fitted on."""
+
+    tensors: dict[str, np.ndarray]
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,7 @@ class ProbeResult:
     sample_ids: list[str]  # one per row, unique, in the probe's evaluation order
     samples: dict[str, np.ndarray]  # column name -> (len(sample_ids),) float64 scores
     unit: str  # what one sample is: "image", "query", "point"
+    head: ProbeHead | None = None  # what was trained (probes that train a head); saving it changes no metric
 
 
 class ProbeParams(BaseModel):
@@ -72,6 +84,9 @@ class ProbeSpec:
     # What k counts when the probe trains on a few-shot subset of its `train_split` (`harness.fewshot`):
     # k images of every class, or k images in all. None: few-shot does not apply (nothing is trained).
     fewshot_unit: Literal["images_per_class", "images"] | None = None
+    # Score a saved head (`ProbeResult.head`) on the inputs' evaluation split without training: what a shared
+    # head's evaluation runs. None: the probe saves no head (it trains nothing, or its head is not saved yet).
+    score_head: Callable[[ProbeInputs, ProbeHead], ProbeResult] | None = None
 
     def resolve_protocol(self, manifest: Manifest | None) -> str:
         if manifest is None or self.protocol_for is None:
@@ -83,6 +98,14 @@ class ProbeSpec:
 
     def tolerances(self, metrics: dict[str, float]) -> dict[str, float]:
         return dict.fromkeys(metrics, self.tolerance)
+
+    def evaluate(self, features: dict[str, np.ndarray], targets: dict[str, Any], **kwargs: Any) -> ProbeResult:
+        """This probe on in-memory arrays, split name → rows (`harness.probes.arrays` says each task's shapes);
+        keyword arguments are probe parameters (the rest from ./params.yaml), `seed`, `classes`, `saved_head`."""
+        # by name, not an import statement: stages never evaluate arrays, and their code dependencies are read
+        # from import statements (harness.codedeps)
+        arrays = importlib.import_module("harness.probes.arrays")
+        return arrays.evaluate_arrays(self, features, targets, **kwargs)
 
 
 PROBES: Registry[ProbeSpec] = Registry("task", packages=("harness.probes",))
@@ -130,6 +153,9 @@ class ProbeInputs:
     params: dict[str, Any]
     seed: int
     geometry: Any = None  # preprocessing, for probes that map feature cells back to pixels
+    # How to rebuild the backbone that made the features (name, identity, precision, seed, checkpoint), for the
+    # one protocol that trains part of it (finetune-last-n); frozen probes never read it.
+    backbone: dict[str, Any] | None = None
 
     def stack(self, items: list[Item]) -> np.ndarray:
         return np.stack([self.features(item) for item in items])

@@ -17,7 +17,15 @@ import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 from sklearn.metrics import f1_score
 
-from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, floored_std, register_probe
+from harness.probes.base import (
+    PooledParams,
+    ProbeHead,
+    ProbeInputs,
+    ProbeResult,
+    ProbeSpec,
+    floored_std,
+    register_probe,
+)
 
 
 def train_linear_probe(
@@ -67,6 +75,16 @@ def topk_accuracy(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
     return float(topk_correct(logits, labels, k).mean())
 
 
+def check_trainable(manifest, train_split: str, train: list, test: list) -> None:
+    """Refuse to score a class the probe never saw: its eval images would count as wrong without saying why."""
+    unseen = sorted({i.label for i in test} - {i.label for i in train})
+    if unseen:
+        first = {label: next(i.path for i in test if i.label == label) for label in unseen}
+        named = "; ".join(f"class {manifest.classes[label]!r} (e.g. {first[label]})" for label in unseen)
+        raise ValueError(f"dataset {manifest.name}: {named} has no image in split {train_split!r}: the probe cannot "
+                         "learn it; add training images of it or remove it")
+
+
 class ClassificationParams(PooledParams):
     train_split: str = Field(min_length=1)
     eval_split: str = Field(min_length=1)
@@ -84,6 +102,7 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     x_test = inputs.stack(test).astype(np.float32)
     y_train = np.array([i.label for i in train], dtype=np.int64)
     y_test = np.array([i.label for i in test], dtype=np.int64)
+    check_trainable(inputs.manifest, p["train_split"], train, test)
     mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     num_classes = len(inputs.manifest.classes)
@@ -94,12 +113,39 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     with torch.no_grad():
         logits_train = head(torch.from_numpy(x_train)).numpy()
         logits_test = head(torch.from_numpy(x_test)).numpy()
-    predictions = np.argmax(logits_test, axis=1)
-    samples = {"top1": topk_correct(logits_test, y_test, 1), "top5": topk_correct(logits_test, y_test, 5)}
-    metrics = {name: float(column.mean()) for name, column in samples.items()}
-    metrics["macro_f1"] = float(f1_score(y_test, predictions, average="macro", labels=np.arange(num_classes),
-                                         zero_division=0))
+    samples, metrics = score_logits(logits_test, y_test, num_classes)
     metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
+    head_data = ProbeHead({"weight": head.weight.detach().numpy().copy(), "bias": head.bias.detach().numpy().copy(),
+                           "mean": mean, "std": std}, {"kind": "linear", "classes": list(inputs.manifest.classes)})
+    return ProbeResult(metrics, [item.path for item in test], samples, unit="image", head=head_data)
+
+
+def score_logits(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> tuple[dict[str, np.ndarray], dict]:
+    predictions = np.argmax(logits, axis=1)
+    samples = {"top1": topk_correct(logits, labels, 1), "top5": topk_correct(logits, labels, 5)}
+    metrics = {name: float(column.mean()) for name, column in samples.items()}
+    metrics["macro_f1"] = float(f1_score(labels, predictions, average="macro", labels=np.arange(num_classes),
+                                         zero_division=0))
+    return samples, metrics
+
+
+def score_classification_head(inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
+    """A saved head on the eval split, standardised with the statistics it was trained with; labels matched to
+    its classes by name. The metrics of its training run, less train_top1 (nothing is trained here)."""
+    p = inputs.params
+    test = inputs.manifest.split(p["eval_split"])
+    classes = list(saved.config["classes"])
+    unknown = sorted({inputs.manifest.classes[i.label] for i in test} - set(classes))
+    if unknown:
+        raise ValueError(f"the head has no class {', '.join(map(repr, unknown))}; its classes: {', '.join(classes)}")
+    y_test = np.array([classes.index(inputs.manifest.classes[i.label]) for i in test], dtype=np.int64)
+    x_test = (inputs.stack(test).astype(np.float32) - saved.tensors["mean"]) / saved.tensors["std"]
+    weight = torch.from_numpy(np.ascontiguousarray(saved.tensors["weight"]))
+    head = torch.nn.Linear(weight.shape[1], weight.shape[0])
+    head.load_state_dict({"weight": weight, "bias": torch.from_numpy(np.ascontiguousarray(saved.tensors["bias"]))})
+    with torch.no_grad():  # exactly as the training run computes its eval logits, so the numbers are its own
+        logits = head.eval()(torch.from_numpy(x_test)).numpy()
+    samples, metrics = score_logits(logits, y_test, len(classes))
     return ProbeResult(metrics, [item.path for item in test], samples, unit="image")
 
 
@@ -112,4 +158,5 @@ CLASSIFICATION = register_probe(ProbeSpec(
     run=run_classification,
     params=ClassificationParams,
     fewshot_unit="images_per_class",
+    score_head=score_classification_head,
 ))

@@ -16,11 +16,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from harness import paths
-from harness.atomic import write_text_atomic
+from harness.atomic import write_bytes_atomic, write_text_atomic
 from harness.config import ConfigError, Params, load_params, probe_block
 from harness.fewshot import stage_shots
 from harness.paths import failure_path
-from harness.probe_run import ProbeJob, run_probe
+from harness.probe_run import ProbeJob, ProbeOutcome, run_probe
 from harness.records import Record, dump_record
 from harness.registry import load_code
 from harness.stages import common
@@ -46,11 +46,13 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
     results = []
     for shot in shots:
         # A task that trains nothing has no few-shot protocol: run_probe raises ConfigError at once.
-        record, samples_text = run_probe(job, params, probe_params, shot)
+        outcome = run_probe(job, params, probe_params, shot)
+        record, samples_text = outcome
+        head_bytes = outcome.head_bytes if isinstance(outcome, ProbeOutcome) else None
         log.info("%s: %s %s", record.run_id, record.status,
                  f"{record.headline_metric}={record.headline:.4f}" if record.status == "ok" else record.failure)
-        results.append((shot, record, samples_text))
-    records = [record for _, record, _ in results]
+        results.append((shot, record, samples_text, head_bytes))
+    records = [record for _, record, _, _ in results]
     failed = [r for r in records if r.status == "failed"]
     if failed:
         text = "".join(dump_record(r) + "\n" for r in failed)
@@ -59,8 +61,10 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         message = first.message.splitlines()[0] if first.message else ""
         raise common.StageFailed(f"{job.stage}: {len(failed)} of {len(records)} run(s) failed; first: "
                                  f"{first.phase}: {first.error_type}: {message}")
-    for shot, record, samples_text in results:
+    for shot, record, samples_text, head_bytes in results:
         write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
+        if head_bytes is not None:  # the trained head beside its record (harness.heads loads it)
+            write_bytes_atomic(paths.head_path(job.grid, job.task, job.backbone, shot), head_bytes)
         write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
     if shots == [None]:
         # the headline only, under fixed keys: `dvc metrics show` reads one row of two columns per run and
@@ -80,8 +84,9 @@ def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:
     dropped from params.yaml must not linger; the outs are `persist`, so DVC does not clear them)."""
     wanted = {paths.record_path(job.grid, job.task, job.backbone, s) for s in shots}
     wanted |= {paths.samples_path(job.grid, job.task, job.backbone, s) for s in shots}
+    wanted |= {paths.head_path(job.grid, job.task, job.backbone, s) for s in shots}
     for path in sorted(paths.fewshot_dir(job.grid, job.task, job.backbone).iterdir()):
-        if path not in wanted and path.is_file() and path.name.endswith((".json", ".samples.csv")):
+        if path not in wanted and path.is_file() and path.name.endswith((".json", ".samples.csv", ".safetensors")):
             path.unlink()
 
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.datasets.manifest import Manifest
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head
@@ -195,11 +195,7 @@ def _target_name(task: DenseTask, manifest: Manifest) -> str:
                    f"{', '.join(sorted(available)) or 'none'}")
 
 
-def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
-    p: dict[str, Any] = inputs.params
-    manifest, size = inputs.manifest, int(p["target_size"])
-    layer_channels = p.get("layer_channels")
-
+def _target_loader(task: DenseTask, manifest: Manifest, size: int):
     target_name = _target_name(task, manifest)
     ignore = manifest.extra.get("ignore_index")  # VOC's 255: object borders nobody labelled
 
@@ -210,6 +206,14 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
             encoded = np.where(valid, encoded, 0)  # a placeholder the loss and metrics never read
         return encoded, valid
 
+    return load, target_name
+
+
+def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
+    p: dict[str, Any] = inputs.params
+    manifest, size = inputs.manifest, int(p["target_size"])
+    layer_channels = p.get("layer_channels")
+    load, target_name = _target_loader(task, manifest, size)
     train = DenseStream(manifest.split(p["train_split"]), inputs.features, int(p["batch_size"]), load)
     statistics = channel_statistics(train)
     train.statistics = statistics
@@ -220,13 +224,51 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
         lambda: build_head(p["head"], in_channels, out_channels, bias), train, task.loss, size=size,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
         layer_channels=layer_channels)
+    result = _score(task, inputs, trained.head, statistics, out_channels, load)
+    result.metrics["train_loss"] = trained.train_loss
+    tensors = {f"head.{k}": v.detach().numpy().copy() for k, v in trained.head.state_dict().items()}
+    tensors |= {"statistics.mean": np.asarray(statistics[0]), "statistics.std": np.asarray(statistics[1])}
+    config = {"kind": p["head"], "in_channels": in_channels, "out_channels": out_channels, "target": target_name,
+              "target_size": size, "layer_channels": list(layer_channels) if layer_channels else None,
+              "classes": list(manifest.classes)}
+    return ProbeResult(result.metrics, result.sample_ids, result.samples, result.unit, ProbeHead(tensors, config))
+
+
+def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
+    """A saved head on the eval split, its features standardised with the statistics it was trained with.
+    The training run's metrics, less train_loss (nothing is trained here)."""
+    config, p = saved.config, inputs.params
+    size = int(config["target_size"])
+    if int(p.get("target_size", size)) != size:
+        raise ValueError(f"target_size: the head predicts at {size}² pixels; asked for {p['target_size']}²")
+    if task.out_channels(inputs.manifest) != config["out_channels"]:
+        raise ValueError(f"the head has {config['out_channels']} outputs; dataset {inputs.manifest.name} needs "
+                         f"{task.out_channels(inputs.manifest)}")
+    if config["classes"] and list(inputs.manifest.classes) != list(config["classes"]):
+        raise ValueError(f"classes: the head predicts {config['classes']}; dataset {inputs.manifest.name} has "
+                         f"{inputs.manifest.classes}")
+    head = build_head(config["kind"], config["in_channels"], config["out_channels"], None)
+    head.load_state_dict({k.removeprefix("head."): torch.from_numpy(np.ascontiguousarray(v))
+                          for k, v in saved.tensors.items() if k.startswith("head.")})
+    statistics = (saved.tensors["statistics.mean"], saved.tensors["statistics.std"])
+    load, _ = _target_loader(task, inputs.manifest, size)
+    layer_channels = config["layer_channels"]
+    return _score(task, inputs, head.eval(), statistics, config["out_channels"], load, size, layer_channels)
+
+
+def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels: int, load,
+           size: int | None = None, layer_channels=None) -> ProbeResult:
+    """Metrics and per-image columns of `head` on the eval split (one batch at a time)."""
+    p, manifest = inputs.params, inputs.manifest
+    size = int(p["target_size"]) if size is None else size
+    layer_channels = p.get("layer_channels") if layer_channels is None else layer_channels
     evaluation = DenseStream(manifest.split(p["eval_split"]), inputs.features, int(p["batch_size"]), load,
                              statistics)
     accumulator = task.accumulator(manifest) if task.accumulator else None
     ids: list[str] = []
     parts: dict[str, list[np.ndarray]] = {}
     for batch in evaluation.batches():
-        logits = predict_logits(trained.head, batch.features, size=size, layer_channels=layer_channels)
+        logits = predict_logits(head, batch.features, size=size, layer_channels=layer_channels)
         pred, target, valid = task.activate(logits), batch.target.numpy(), batch.valid.numpy()
         for name, column in task.per_image(pred, target, valid, out_channels).items():
             parts.setdefault(name, []).append(column)
@@ -242,7 +284,6 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
     ids = [i for i, keep in zip(ids, scored, strict=True) if keep]
     metrics = accumulator.result() if accumulator is not None else {}
     metrics |= {name: float(column.mean()) for name, column in columns.items()}  # the column is the truth
-    metrics["train_loss"] = trained.train_loss
     return ProbeResult(metrics, ids, columns, unit="image")
 
 
@@ -250,7 +291,7 @@ def _spec(name, level, protocol, headline, task, lower=()) -> ProbeSpec:
     return register_probe(ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
-        fit="squash", fewshot_unit="images"))
+        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task)))
 
 
 DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))
@@ -263,3 +304,7 @@ EDGE_PROBE = _spec("edge", "low", "dense-edge-regression/v2", "pearson", EDGE, (
 KEYPOINTS_PROBE = _spec("keypoints2d", "low", "dense-keypoint-heatmap/v2", "pearson", KEYPOINTS, ("rmse", "mae"))
 OCCLUSION_PROBE = _spec("occlusion_edge", "mid", "dense-occlusion-edge-log1p/v2", "pearson", OCCLUSION,
                         ("rmse", "mae"))
+
+# task name → its DenseTask (target names, encodings): what `probe.evaluate` on arrays writes targets for
+DENSE_TASKS = {"depth": DEPTH, "surface_normal": NORMALS, "generic_segmentation": GENERIC,
+               "semantic_segmentation": SEMANTIC, "edge": EDGE, "keypoints2d": KEYPOINTS, "occlusion_edge": OCCLUSION}

@@ -1,0 +1,198 @@
+"""The Python entry point: one backbone × task on one dataset, without DVC, through the stages' own code.
+
+    import harness
+    result = harness.run("resnet18@random", "classification", "path/to/folder", epochs=10)
+    result.metrics, result.samples["top1"], result.record
+
+`run` builds a one-run pipeline (the project's settings, checkpoints and plugins; the task's params.yaml block
+with your overrides; one dataset; one backbone) and calls the prepare, extract and probe stage functions with
+it, exactly as the generated dvc.yaml would, inside a workspace folder (`user/` by default: data, features,
+results, failures), so it never writes the pipeline's outputs or the frozen corpus. Same inputs, same
+numbers as the DVC stage (tests/test_api.py checks it bit for bit).
+
+A dataset is a name from params.yaml, a folder of your own (`harness.user_data`: image folders, dense folders
+with split lists), or a spec dict with a `kind`. `train_dataset` trains the probe on another dataset and
+evaluates on this one (`harness.datasets.train_eval`). `head_file` evaluates a saved probe head instead of
+training one (`harness.heads`; `head=` is the dense probes' own parameter, linear or dpt).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import paths
+from harness.config import (
+    PARAMS_FILE,
+    ConfigError,
+    Grid,
+    Params,
+    Settings,
+    canonical_backbone,
+    load_params,
+    stage_spelling,
+)
+from harness.records import Record
+
+DEFAULT_WORKSPACE = Path("user")
+DEFAULT_SETTINGS = Settings(precision="fp32", batch_size=32, seed=0)
+
+
+class RunFailed(RuntimeError):
+    """The run failed; `record` is its failed record (phase, error type and message)."""
+
+    def __init__(self, message: str, record: Record | None = None) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+@dataclass(frozen=True)
+class RunResult:
+    record: Record
+    sample_ids: list[str]
+    samples: dict[str, np.ndarray]  # per-sample column → (N,) scores; each column's mean is the metric
+    record_path: Path
+    head_path: Path | None  # the trained head (None for a task that trains nothing)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return dict(self.record.metrics)
+
+
+def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_dataset: str | Path | dict | None = None,
+        *, head_file: str | Path | None = None, strict: bool = True, limit: int | None = None,
+        stems: str | Path | None = None, workspace: str | Path = DEFAULT_WORKSPACE,
+        params_file: str | Path = PARAMS_FILE, **probe_params: Any) -> RunResult:
+    """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block."""
+    from harness import stage_calls
+    from harness.stages.common import StageFailed
+    from harness.user_data import dataset_spec
+
+    project = load_params(Path(params_file)) if Path(params_file).is_file() else None
+    if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
+        from harness.heads import head_probe_block
+
+        probe_params = {**head_probe_block(Path(head_file)), **probe_params}
+    block = _probe_block(task, project, probe_params)
+    name, spec = dataset_spec(dataset, task, project, limit=limit, stems=stems)
+    if train_dataset is not None:
+        train_name, train_spec = dataset_spec(train_dataset, task, project, limit=limit, stems=stems)
+        name, spec, block = _paired(name, spec, train_name, train_spec, task, block)
+    feature_grid = _grid_name(name)
+    grid = _grid_name(name, head_file, None if block == _default_block(task, project) else block)
+    spelling = stage_spelling(canonical_backbone(backbone))
+    grids = {feature_grid: Grid(backbones=[spelling], tasks={task: name})}
+    if grid != feature_grid:  # a variant's run reads the dataset's one feature folder, as features_from does
+        grids[grid] = Grid(backbones=[spelling], tasks={task: name}, features_from={name: feature_grid})
+    params = Params(
+        settings=project.settings if project else DEFAULT_SETTINGS,
+        checkpoints=project.checkpoints if project else {},
+        plugins=project.plugins if project else [],
+        datasets={name: spec}, probes={task: block}, grids=grids,
+    )
+    _check(params)
+    root = Path(workspace)
+    with paths.workspace(root):
+        try:
+            if head_file is None:
+                stage_calls.prepare(name, params)
+            else:  # a saved head reads only the evaluation split: the training split need not exist here
+                from harness import topology
+                from harness.stages import prepare as prepare_stage
+
+                prepare_stage.run(name, params, topology.dataset_code(params, name), [])
+            stage_calls.extract(feature_grid, spelling, name, params)
+            if head_file is None:
+                records = stage_calls.probe(grid, task, spelling, params)
+            else:
+                from harness.heads import evaluate_head
+
+                records = [evaluate_head(Path(head_file), grid, task, spelling, params, strict=strict)]
+        except StageFailed as error:
+            raise RunFailed(str(error), _failed_record(grid, task, spelling)) from None
+        record = records[0]
+        record_path = paths.record_path(grid, task, spelling)
+        head_path = paths.head_path(grid, task, spelling)
+    return _result(record, record_path, head_path if head_file is None and head_path.is_file() else None)
+
+
+def _probe_block(task: str, project: Params | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    from harness.probes import get_probe, validate_probe_params
+
+    get_probe(task)  # an unknown task is an error naming the valid ones
+    block = {**(project.probes.get(task, {}) if project else {}), **overrides}
+    try:
+        return validate_probe_params(task, block)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _paired(name: str, spec: dict, train_name: str, train_spec: dict, task: str, block: dict
+            ) -> tuple[str, dict, dict]:
+    """One `train_eval_pair` dataset: train_split of the training data, eval split of this one."""
+    from harness.datasets.train_eval import SPLITS
+
+    keys = _split_keys(task, block)
+    spec = {"kind": "train_eval_pair", "train": train_spec, "eval": spec,
+            "train_split": block[keys["train"]], "eval_split": block[keys["eval"]]}
+    block = {**block, keys["train"]: SPLITS["train"], keys["eval"]: SPLITS["eval"]}
+    return f"{name}_from_{train_name}", spec, block
+
+
+def _split_keys(task: str, block: dict) -> dict[str, str]:
+    """Which of the task's parameters name its training and its evaluation split."""
+    for train_key, eval_key in (("train_split", "eval_split"), ("gallery_split", "query_split")):
+        if train_key in block and eval_key in block:
+            return {"train": train_key, "eval": eval_key}
+    raise ConfigError(f"task {task} has no training split (it reads one split): train_dataset does not apply")
+
+
+def _default_block(task: str, project: Params | None) -> dict[str, Any] | None:
+    if project is None or task not in project.probes:
+        return None
+    return _probe_block(task, project, {})
+
+
+def _grid_name(dataset: str, head: str | Path | None = None, block: dict[str, Any] | None = None) -> str:
+    """The run's group, spelled as a grid name (letters, digits, _): its dataset; `_p<hash>` when its probe
+    parameters are not params.yaml's (so variations never overwrite each other's records); `_head_<sha>` for
+    the evaluation of a saved head. All of a dataset's runs share its feature folder (`<dataset>`)."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", dataset)
+    if block is not None:
+        from harness.hashing import hash_json
+
+        name += f"_p{hash_json(block, length=6)}"
+    if head is not None:
+        from harness.hashing import sha256_file
+
+        name += f"_head_{sha256_file(Path(head))[:12]}"
+    return name
+
+
+def _check(params: Params) -> None:
+    from harness.checks import check_params
+
+    check_params(params)
+
+
+def _failed_record(grid: str, task: str, backbone: str) -> Record | None:
+    from harness.records import read_records
+
+    path = paths.failure_path(paths.stage_name(grid, task, backbone))
+    if not path.is_file():
+        return None
+    try:
+        return read_records(path)[0]
+    except Exception:  # an upstream stage's failure file is not a record (see stages/failures.py)
+        return None
+
+
+def _result(record: Record, record_path: Path, head_path: Path | None) -> RunResult:
+    from harness.samples import read_samples
+
+    ids, columns = read_samples(record.samples) if record.samples else ([], {})
+    return RunResult(record, ids, columns, record_path, head_path)

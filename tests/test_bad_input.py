@@ -1,0 +1,225 @@
+"""Bad input files, made for real: each is a clear error naming the file, or a recorded skip with a count.
+
+Truncated JPEGs, text under an image name, 16-bit and CMYK pixels, float TIFFs, empty folders and classes too
+small to train and evaluate on (`harness.datasets.decode`, `harness.datasets.image_folder`).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from harness.datasets.decode import ImageDecodeError, decode_rgb
+from harness.datasets.image_folder import prepare_image_folder
+from harness.datasets.kinds import DatasetError, prepare_dataset
+from harness.extract import load_image
+
+
+def _noise(seed: int, size: int = 24) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (size, size, 3)).astype(np.uint8)
+
+
+def _png16(path: Path, values: np.ndarray) -> None:
+    """A real 16-bit PNG (greyscale (H, W) or RGB (H, W, 3)), written by hand: Pillow cannot write 16-bit RGB."""
+    height, width = values.shape[:2]
+    colour_type = 2 if values.ndim == 3 else 0
+    raw = b"".join(b"\x00" + values[y].astype(">u2").tobytes() for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 16, colour_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+                     + chunk(b"IEND", b""))
+
+
+def _folder(root: Path, per_class: int = 3) -> Path:
+    for split in ("train", "val"):
+        for label in range(2):
+            folder = root / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(per_class):
+                Image.fromarray(_noise(100 * label + 10 * index + (split == "val"))).save(folder / f"{index}.png")
+    return root
+
+
+# -- one file at a time ------------------------------------------------------------------------------------
+
+
+def test_a_truncated_jpeg_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "cut.jpg"
+    Image.fromarray(_noise(0, 64)).save(path, quality=90)
+    path.write_bytes(path.read_bytes()[:-200])  # the last scan lines are gone
+    with pytest.raises(ImageDecodeError, match=r"cut\.jpg.*truncated"):
+        decode_rgb(path)
+    with pytest.raises(ImageDecodeError, match=r"cut\.jpg"):  # extraction decodes through the same function
+        load_image(path)
+
+
+def test_truncated_images_never_load_even_when_a_library_allows_them(tmp_path, monkeypatch):
+    from PIL import ImageFile
+
+    path = tmp_path / "cut.jpg"
+    Image.fromarray(_noise(0, 64)).save(path, quality=90)
+    path.write_bytes(path.read_bytes()[:-200])
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)  # what some libraries do at import
+    with pytest.raises(ImageDecodeError, match=r"cut\.jpg"):
+        decode_rgb(path)
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True  # restored for whoever set it
+
+
+def test_a_text_file_under_an_image_name_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "notes.png"
+    path.write_text("these are my notes, not a picture\n")
+    with pytest.raises(ImageDecodeError, match=r"notes\.png.*not an image"):
+        decode_rgb(path)
+
+
+def test_16_bit_greyscale_png_is_scaled_not_clipped(tmp_path):
+    path = tmp_path / "depth16.png"
+    values = (np.arange(16 * 16).reshape(16, 16) * 257).astype(np.uint16)  # 0 .. 65535 in even steps
+    _png16(path, values)
+    with Image.open(path) as image:
+        assert image.mode == "I;16"
+        clipped = np.asarray(image.convert("RGB"))[..., 0]
+    assert (clipped == 255).mean() > 0.9  # what a plain convert("RGB") gives: almost all white, silently
+    rgb = np.asarray(decode_rgb(path))
+    assert rgb.shape == (16, 16, 3) and rgb.dtype == np.uint8
+    assert np.array_equal(rgb[..., 0], (values >> 8).astype(np.uint8))
+    assert np.array_equal(rgb[..., 0], rgb[..., 2])
+
+
+def test_16_bit_rgb_png_keeps_its_high_bytes(tmp_path):
+    path = tmp_path / "rgb16.png"
+    values = np.random.default_rng(1).integers(0, 65536, (8, 8, 3)).astype(np.uint16)
+    _png16(path, values)
+    assert np.array_equal(np.asarray(decode_rgb(path)), (values >> 8).astype(np.uint8))
+
+
+def test_cmyk_converts_by_the_device_formula(tmp_path):
+    cmyk = np.random.default_rng(2).integers(0, 256, (8, 8, 4)).astype(np.uint8)
+    path = tmp_path / "print.tif"  # TIFF keeps CMYK lossless, so the expected pixels are exact
+    Image.fromarray(cmyk, mode="CMYK").save(path)
+    expected = np.rint(255.0 * (1 - cmyk[..., :3] / 255.0) * (1 - cmyk[..., 3:] / 255.0)).astype(np.uint8)
+    assert np.array_equal(np.asarray(decode_rgb(path)), expected)
+    jpeg = tmp_path / "print.jpg"  # CMYK JPEGs (Adobe) decode to CMYK and take the same conversion
+    Image.fromarray(cmyk, mode="CMYK").save(jpeg, quality=95)
+    with Image.open(jpeg) as image:
+        assert image.mode == "CMYK"
+        stored = np.asarray(image, dtype=np.float64) / 255.0
+    decoded = np.asarray(decode_rgb(jpeg))
+    assert np.array_equal(decoded, np.rint(255 * (1 - stored[..., :3]) * (1 - stored[..., 3:])).astype(np.uint8))
+
+
+def test_float_pixels_are_refused_naming_the_file(tmp_path):
+    path = tmp_path / "radiance.tif"
+    Image.fromarray(np.random.default_rng(3).random((8, 8)).astype(np.float32)).save(path)
+    with pytest.raises(ImageDecodeError, match=r"radiance\.tif.*no defined 8-bit range"):
+        decode_rgb(path)
+
+
+def test_eight_bit_modes_decode_as_before(tmp_path):
+    rgba = np.dstack([_noise(6), _noise(7)[..., 0]])
+    for mode, array in (("L", _noise(4)[..., 0]), ("RGB", _noise(5)), ("RGBA", rgba)):
+        path = tmp_path / f"{mode}.png"
+        Image.fromarray(array).save(path)
+        with Image.open(path) as image:
+            assert np.array_equal(np.asarray(decode_rgb(path)), np.asarray(image.convert("RGB")))
+
+
+# -- image folders -----------------------------------------------------------------------------------------
+
+
+def test_a_folder_with_no_images_is_refused_naming_it(tmp_path):
+    (tmp_path / "empty" / "train" / "cats").mkdir(parents=True)
+    (tmp_path / "empty" / "train" / "cats" / "readme.txt").write_text("no pictures yet")
+    with pytest.raises(DatasetError, match=r"no images found in .*empty"):
+        prepare_image_folder("mine", tmp_path / "out", str(tmp_path / "empty"))
+
+
+def test_a_bad_file_in_a_folder_fails_extraction_naming_it(tmp_path):
+    from harness.backbones import create_backbone
+    from harness.extract import FeatureRequest, extract_dataset
+
+    root = _folder(tmp_path / "images")
+    (root / "val" / "class1" / "2.png").write_bytes(b"GIF89a but not really")
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root))  # indexing reads no pixels
+    with pytest.raises(ImageDecodeError, match=r"val/class1/2\.png.*not an image"):
+        extract_dataset(create_backbone("cifar_resnet20@random"), manifest, [FeatureRequest("pooled")],
+                        tmp_path / "features", batch_size=4)
+
+
+def test_bad_files_can_be_skipped_and_are_counted_in_the_manifest(tmp_path):
+    root = _folder(tmp_path / "images")
+    (root / "val" / "class1" / "2.png").write_text("not an image")
+    cut = root / "train" / "class0" / "1.png"
+    cut.write_bytes(cut.read_bytes()[:-600])
+    manifest = prepare_dataset("mine", {"kind": "image_folder", "root": str(root), "on_bad_image": "skip"},
+                               tmp_path / "out", ("train", "val"))
+    assert len(manifest.items) == 10
+    skipped = manifest.params["skipped"]
+    assert skipped["count"] == 2
+    assert set(skipped["files"]) == {"val/class1/2.png", "train/class0/1.png"}
+    assert "not an image" in skipped["files"]["val/class1/2.png"]
+    assert "truncated" in skipped["files"]["train/class0/1.png"]
+
+
+def test_a_class_too_small_for_every_split_is_refused_or_skipped_and_counted(tmp_path):
+    root = tmp_path / "images"
+    for label, count in (("cats", 3), ("dogs", 3), ("owls", 1)):  # per_class layout: <class>/<image>
+        (root / label).mkdir(parents=True)
+        for index in range(count):
+            Image.fromarray(_noise(50 + 10 * len(label) + index)).save(root / label / f"{index}.png")
+    expected = r"class 'owls' has 1 usable image\(s\) \(owls/0.png\), none for split\(s\) val"
+    with pytest.raises(DatasetError, match=expected):
+        prepare_image_folder("mine", tmp_path / "out", str(root), per_class={"train": 1, "val": 2})
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root), per_class={"train": 1, "val": 2},
+                                    on_bad_image="skip")
+    assert manifest.classes == ["cats", "dogs"] and len(manifest.items) == 6
+    assert manifest.params["skipped"] == {"count": 1, "files": {}, "classes": {"owls": 1}}
+
+
+def test_classification_refuses_a_class_it_has_no_training_image_of(tmp_path):
+    from harness.probes import ProbeInputs, get_probe
+
+    root = _folder(tmp_path / "images")
+    (root / "val" / "class2").mkdir()  # a class only the evaluation split has
+    Image.fromarray(_noise(77)).save(root / "val" / "class2" / "0.png")
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root))
+    params = {"train_split": "train", "eval_split": "val", "epochs": 1, "lr": 0.01, "weight_decay": 0.0,
+              "batch_size": 4}
+    inputs = ProbeInputs(manifest, lambda item: np.full(4, float(item.label), np.float32), params, 0)
+    with pytest.raises(ValueError, match=r"class 'class2' \(e.g. val/class2/0.png\) has no image in split 'train'"):
+        get_probe("classification").run(inputs)
+
+
+def test_an_empty_class_folder_is_not_a_class_nobody_can_predict(tmp_path):
+    root = _folder(tmp_path / "images", per_class=2)
+    (root / "val" / "class9").mkdir()  # an empty folder would add a class no image belongs to
+    with pytest.raises(DatasetError, match=r"class 'class9' has 0 usable image"):
+        prepare_image_folder("mine", tmp_path / "out", str(root))
+    (root / "val" / "class9" / "x.jpg").write_bytes(b"")  # ... as would one whose only file is empty
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root), on_bad_image="skip")
+    assert manifest.classes == ["class0", "class1"]
+    skipped = manifest.params["skipped"]
+    assert skipped["count"] == 1 and list(skipped["files"]) == ["val/class9/x.jpg"]
+    assert skipped["classes"] == {"class9": 0}
+
+
+def test_defaults_keep_the_identity_of_existing_folders(tmp_path):
+    root = _folder(tmp_path / "images")
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root))
+    assert manifest.params == {"layout": "split/class", "per_class": None, "note": ""}  # as before the checks
+
+
+def test_limit_per_class_keeps_the_first_images_by_content_hash(tmp_path):
+    root = _folder(tmp_path / "images", per_class=4)
+    manifest = prepare_image_folder("mine", tmp_path / "out", str(root), limit_per_class=2)
+    assert len(manifest.items) == 8 and manifest.params["limit_per_class"] == 2
+    again = prepare_image_folder("mine", tmp_path / "out2", str(root), limit_per_class=2)
+    assert manifest.identity == again.identity
