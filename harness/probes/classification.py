@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
-from sklearn.metrics import f1_score
 
+from harness.probes.adamw import AdamW
 from harness.probes.base import (
     PooledParams,
     ProbeHead,
@@ -50,7 +50,7 @@ def _train(
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     head = torch.nn.Linear(x.shape[1], num_classes)
-    optimiser = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    optimiser = AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)  # torch.optim's, without its import cost
     features, labels = torch.from_numpy(x), torch.from_numpy(y)
     for _ in range(epochs):
         order = torch.randperm(len(labels), generator=generator)
@@ -124,9 +124,20 @@ def score_logits(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> tu
     predictions = np.argmax(logits, axis=1)
     samples = {"top1": topk_correct(logits, labels, 1), "top5": topk_correct(logits, labels, 5)}
     metrics = {name: float(column.mean()) for name, column in samples.items()}
-    metrics["macro_f1"] = float(f1_score(labels, predictions, average="macro", labels=np.arange(num_classes),
-                                         zero_division=0))
+    metrics["macro_f1"] = macro_f1(labels, predictions, num_classes)
     return samples, metrics
+
+
+def macro_f1(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float:
+    """Unweighted mean over all `num_classes` of each class's F1 = 2·TP / (support + predicted), 0 for a class
+    neither present nor predicted: sklearn's f1_score(average="macro", labels=range(K), zero_division=0),
+    restated because importing sklearn costs about a second of a cached stage (tests/test_probes.py compares)."""
+    true_positive = np.bincount(labels[labels == predictions], minlength=num_classes).astype(np.float64)
+    support = np.bincount(labels, minlength=num_classes).astype(np.float64)
+    predicted = np.bincount(predictions, minlength=num_classes).astype(np.float64)
+    denominator = support + predicted
+    f1 = np.divide(2 * true_positive, denominator, out=np.zeros(num_classes), where=denominator > 0)
+    return float(np.average(f1))
 
 
 def score_classification_head(inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
