@@ -133,7 +133,8 @@ class OurProject:
         extract, probe = self.stages["extract-bench-bench"], self.stages["bench-classification"]
         return {"prepare": self.stages["prepare-bench"]["cmd"],
                 "extract": extract["do"]["cmd"].replace("${key}", backbone).replace(
-                    "${item.code}", extract["foreach"][backbone]["code"]),
+                    "${item.code}", extract["foreach"][backbone]["code"]).replace(
+                    "${item.reads}", extract["foreach"][backbone]["reads"]),
                 "probe": probe["do"]["cmd"].replace("${item}", backbone)}
 
     def clean(self) -> None:

@@ -100,11 +100,18 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
     for read in reads:
         keys = ["layers", "pooling"] if read.mode == "pooled" else ["layers"]
         read_params += [key for key in _param_keys(params, read.grid, read.task, keys) if key not in read_params]
+    def own_reads(backbone: str) -> str:
+        # only the grids that list this backbone read its features: another grid's layer set (scenes_layers'
+        # stride16) is not asked of a backbone that grid never probes (a ViT has no stride-16 layer)
+        spelled = stage_spelling(backbone)
+        return ",".join(r.spell() for r in reads
+                        if r.grid == grid or spelled in map(stage_spelling, params.grids[r.grid].backbones))
+
     return {
-        "foreach": {stage_spelling(b): {"code": codes[b]} for b in backbones},
+        "foreach": {stage_spelling(b): {"code": codes[b], "reads": own_reads(b)} for b in backbones},
         "do": {
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
-                    f"--reads {','.join(r.spell() for r in reads)}"),
+                    "--reads ${item.reads}"),
             "deps": [paths.dataset_dir(dataset).as_posix(), "${item.code}", *sorted(common)],
             "params": [*SETTINGS_READ_BY_EXTRACT, *read_params],
             "outs": [f"features/{grid}/${{key}}/{dataset}"],

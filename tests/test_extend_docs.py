@@ -76,8 +76,8 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     users = [name for name, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
     assert users == ["extract-mine-my_images"]
     group = stages["extract-mine-my_images"]
-    assert group["foreach"]["tiny_net.random"] == {"code": "plugins/tiny_net.py"}
-    assert group["foreach"]["efficientnet_lite0"] == {"code": "harness/backbones/efficientnet_lite.py"}
+    assert group["foreach"]["tiny_net.random"]["code"] == "plugins/tiny_net.py"
+    assert group["foreach"]["efficientnet_lite0"]["code"] == "harness/backbones/efficientnet_lite.py"
     before = changed_deps(clone)
     plugin = clone / "plugins" / "tiny_net.py"
     plugin.write_text(plugin.read_text() + "\n# an edit\n")

@@ -247,3 +247,21 @@ def test_stage_names_keep_the_run_ids_users_know(params):
             group = stages[f"{grid}-{task}"]
             assert group["foreach"] == spec.backbones
     assert all(re.fullmatch(r"[a-z0-9_-]+", name) for name in stages)
+
+
+def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
+    """A grid reading another's features (scenes_layers reads the scenes extraction at stride 16) asks its layer
+    set of its own backbones only: clip_vitb32@random, not in scenes_layers, has no stride-16 layer to give."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    checked = 0
+    for name, group in stages.items():
+        if not name.startswith("extract-"):
+            continue
+        for backbone, item in group["foreach"].items():
+            for read in item["reads"].split(","):
+                grid = read.split(":", 1)[0]
+                assert backbone in params.grids[grid].backbones, f"{name}@{backbone} serves {grid}"
+                checked += 1
+    assert "scenes_layers" not in stages["extract-scenes-scenes"]["foreach"]["clip_vitb32.random"]["reads"]
+    assert "scenes_layers" in stages["extract-scenes-scenes"]["foreach"]["efficientnet_lite0"]["reads"]
+    assert checked
