@@ -13,6 +13,7 @@ from harness.datasets.homography import apply_homography, prepare_homography_pho
 from harness.datasets.manifest import Item, Manifest
 from harness.preprocessing import Preprocess
 from harness.probes import PROBES, ProbeInputs, ProbeResult, get_probe
+from harness.probes.base import validate_probe_params
 from harness.probes.classification import topk_accuracy, topk_correct
 from harness.probes.correspondence import evaluation_points
 from harness.probes.retrieval import retrieval_metrics, retrieval_scores
@@ -222,7 +223,10 @@ def test_registered_probes():
 
 SIZE = 256
 GEOMETRY = Preprocess(crop=224, resize=256, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
-CORRESPONDENCE_PARAMS = {"thresholds_px": [8, 16, 32], "points_per_side": 12, "margin": 0.1}
+# validated as the stage validates params.yaml's block: the thresholds become floats (8.0), and the metric names
+# must still read pck@8 (the headline is pck@16; a run once failed on "pck@16.0")
+CORRESPONDENCE_PARAMS = validate_probe_params(
+    "correspondence", {"thresholds_px": [8, 16, 32], "points_per_side": 12, "margin": 0.1})
 
 
 def _pair_manifest(homographies: list[np.ndarray]) -> Manifest:
@@ -244,15 +248,16 @@ def _run_correspondence(manifest: Manifest, table: dict) -> dict[str, float]:
     ids = [f"{pair['target']}#{index}" for pair in manifest.extra["pairs"] for index in range(len(
         evaluation_points(SIZE, p["points_per_side"], p["margin"], np.asarray(pair["homography"]))))]
     thresholds = p["thresholds_px"]
-    columns = {f"pck@{t}" for t in thresholds} | {f"ceiling_pck@{t}" for t in thresholds} | {"mean_error_px"}
+    assert get_probe("correspondence").headline in result.metrics
+    columns = {f"pck@{t:g}" for t in thresholds} | {f"ceiling_pck@{t:g}" for t in thresholds} | {"mean_error_px"}
     assert_samples_consistent(result, ids, "point", columns)
     assert set(result.metrics) == columns
     error = result.samples["mean_error_px"]
     assert (error >= 0).all()
     for t in thresholds:
-        assert np.array_equal(result.samples[f"pck@{t}"], (error <= t).astype(np.float64))
+        assert np.array_equal(result.samples[f"pck@{t:g}"], (error <= t).astype(np.float64))
         # a prediction within t px is a cell centre within t px, so no point beats its ceiling
-        assert (result.samples[f"pck@{t}"] <= result.samples[f"ceiling_pck@{t}"]).all()
+        assert (result.samples[f"pck@{t:g}"] <= result.samples[f"ceiling_pck@{t:g}"]).all()
     return result.metrics
 
 

@@ -85,8 +85,8 @@ def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
         sample_ids += [f"{pair['target']}#{index}" for index in range(len(points))]
     error = np.concatenate(errors).astype(np.float64)
     ceiling = np.concatenate(ceiling_errors).astype(np.float64)
-    columns = {f"pck@{t}": (error <= t).astype(np.float64) for t in thresholds}
-    columns |= {f"ceiling_pck@{t}": (ceiling <= t).astype(np.float64) for t in thresholds}
+    columns = {f"pck@{t:g}": (error <= t).astype(np.float64) for t in thresholds}
+    columns |= {f"ceiling_pck@{t:g}": (ceiling <= t).astype(np.float64) for t in thresholds}
     columns["mean_error_px"] = error
     metrics = {name: float(column.mean()) for name, column in columns.items()}
     return ProbeResult(metrics, sample_ids, columns, unit="point")
