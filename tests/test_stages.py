@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from PIL import Image
+from conftest import image_project_params, write_image_folder
 
 from harness import extract as extract_module
 from harness import paths
@@ -25,36 +25,9 @@ from harness.stages.common import StageFailed
 from harness.stages.failures import read_stage_failure
 
 
-def _write_folder(root: Path, per_split: int = 4) -> None:
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for label, colour in enumerate([(200, 30, 30), (30, 30, 200)]):
-            folder = root / split / f"class{label}"
-            folder.mkdir(parents=True)
-            for index in range(per_split):
-                pixels = np.clip(np.array(colour) + rng.normal(0, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
-                Image.fromarray(pixels).save(folder / f"{index}.png")
-
-
-def _params(folder: Path, backbones: list[str]) -> dict:
-    return {
-        "settings": {"precision": "fp32", "batch_size": 4, "seed": 0},
-        "checkpoints": {},
-        "datasets": {"tiny": {"kind": "image_folder", "root": str(folder)}},
-        "probes": {
-            "classification": {"pooling": "default", "layers": None, "train_split": "train", "eval_split": "val",
-                               "epochs": 20, "lr": 0.01, "weight_decay": 0.0, "batch_size": 8},
-            "retrieval": {"pooling": "default", "layers": None, "query_split": "val", "gallery_split": "train",
-                          "recall_at": [1, 5]},
-        },
-        "grids": {"g": {"backbones": backbones,
-                        "tasks": {"classification": "tiny", "retrieval": "tiny"}}},
-    }
-
-
 def _extracted_control(work: Path, images: Path):
     """Params of a one-control grid, with its dataset prepared and its features extracted."""
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
     params = load_params()
     stages.prepare("tiny", params)
     stages.extract("g", "cifar_resnet20.random", "tiny", params)
@@ -64,7 +37,7 @@ def _extracted_control(work: Path, images: Path):
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _write_folder(tmp_path / "images")
+    write_image_folder(tmp_path / "images")
     work = tmp_path / "project"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -87,7 +60,8 @@ def _run_grid(params):
 
 def test_ok_runs_land_in_the_corpus_and_failures_are_kept_apart(project):
     work, images = project
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random", "resnet18"])))
+    backbones = ["cifar_resnet20.random", "resnet18"]
+    (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, backbones)))
     params = load_params()
     _run_grid(params)
     # the CLI turns the failed extract (no resnet18 weights offline) into a failed record per run that needed it
@@ -167,7 +141,7 @@ def test_a_corrupt_image_fails_the_extract_stage_and_names_the_file(project):
     work, images = project
     bad = images / "val" / "class0" / "0.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
     params = load_params()
     stages.prepare("tiny", params)
     with pytest.raises(StageFailed, match=r"cannot decode"):
@@ -205,7 +179,7 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
     from harness.verify import verify_runs
 
     work, images = project
-    (work / "params.yaml").write_text(yaml.safe_dump(_params(images, ["cifar_resnet20.random"])))
+    (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
     params = load_params()
     corpus = _run_grid(params)
     runs, _ = select_runs(params)
@@ -277,7 +251,7 @@ def test_check_result_refuses_inconsistent_results(change, message):
 
 def test_a_grid_override_reads_a_named_layer_set_and_the_record_says_which_layers(project):
     work, images = project
-    data = _params(images, ["cifar_resnet20.random"])
+    data = image_project_params(images, ["cifar_resnet20.random"])
     data["grids"]["g"]["probes"] = {"classification": {"layers": "stride2"}}
     (work / "params.yaml").write_text(yaml.safe_dump(data))
     params = load_params()
