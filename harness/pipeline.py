@@ -34,6 +34,7 @@ from harness.datasets.kinds import data_paths
 from harness.registry import PACKAGE_ROOT
 
 DVC_FILE = Path("dvc.yaml")
+LOCK_FILE = Path("dvc.lock")
 STAMP = Path(".dvc/tmp/visbench-pipeline.json")  # the source key of the last successful check + generation
 RELEASES_FOLDER = Path("docs/releases")  # frozen releases (harness.leaderboard.releases), read by the site stage
 HEADER = (
@@ -198,9 +199,12 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.dump(document, Dumper=_NoAliases, sort_keys=False, width=10_000, default_flow_style=False)
+
+
 def render(params: Params) -> str:
-    body = yaml.dump(pipeline(params), Dumper=_NoAliases, sort_keys=False, width=10_000, default_flow_style=False)
-    return HEADER + body
+    return HEADER + _dump(pipeline(params))
 
 
 def ensure_input_folders() -> None:
@@ -213,10 +217,43 @@ def ensure_input_folders() -> None:
             (folder / ".gitkeep").write_text("")
 
 
+def stage_names(document: dict[str, Any]) -> set[str]:
+    """The stage names DVC sees in a dvc.yaml document: a foreach group is GROUP@ITEM (list) or GROUP@KEY (dict)."""
+    names: set[str] = set()
+    for name, stage in document["stages"].items():
+        foreach = stage.get("foreach")
+        names.update([name] if foreach is None else (f"{name}@{item}" for item in foreach))
+    return names
+
+
+def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
+    """Drop the dvc.lock entries of stages dvc.yaml no longer defines (renamed or removed by a regeneration).
+    DVC rewrites an entry only when its stage runs and never deletes one, so such entries would pin outputs that
+    nothing produces, and whatever reads the lock (the dependency tests, `dvc.lock` readers) would count them.
+    Written with DVC's own YAML writer, so the file stays as DVC formats it."""
+    if not path.is_file():
+        return []
+    from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
+
+    text = path.read_text()
+    stale = [name for name in yaml.load(text, Loader=_FAST_LOADER).get("stages", {}) if name not in names]
+    if stale:
+        lock = parse_yaml_for_update(text, str(path))
+        for name in stale:
+            del lock["stages"][name]
+        write_text_atomic(path, dumps_yaml(lock))
+    return stale
+
+
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.lock is ~1 MB: libyaml parses it in 1/10 the time
+
+
 def write(params: Params, path: Path = DVC_FILE) -> bool:
-    """Regenerate dvc.yaml; True when its content changed."""
+    """Regenerate dvc.yaml and drop dvc.lock's entries of stages it no longer has; True when dvc.yaml changed."""
     ensure_input_folders()
-    text = render(params)
+    document = pipeline(params)
+    prune_lock(stage_names(document), path.parent / LOCK_FILE.name)
+    text = HEADER + _dump(document)
     if path.is_file() and path.read_text() == text:
         return False
     write_text_atomic(path, text)

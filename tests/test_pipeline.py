@@ -58,6 +58,23 @@ def test_committed_dvc_yaml_is_a_fresh_generation(params):
     assert (ROOT / "dvc.yaml").read_text() == render(params), "dvc.yaml is stale: run `visbench-harness pipeline`"
 
 
+def test_dvc_lock_pins_only_stages_dvc_yaml_defines(lock):
+    from harness.pipeline import stage_names
+
+    stale = sorted(set(lock) - stage_names(yaml.safe_load((ROOT / "dvc.yaml").read_text())))
+    assert not stale, f"dvc.lock pins stages dvc.yaml no longer has (`visbench-harness pipeline` drops them): {stale}"
+
+
+def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
+    from harness.pipeline import prune_lock
+
+    lock = tmp_path / "dvc.lock"
+    lock.write_text("schema: '2.0'\nstages:\n  old-name:\n    cmd: a\n  extract-g-d@b:\n    cmd: b  # kept\n")
+    assert prune_lock({"extract-g-d@b", "collect"}, lock) == ["old-name"]
+    assert lock.read_text() == "schema: '2.0'\nstages:\n  extract-g-d@b:\n    cmd: b  # kept\n"
+    assert prune_lock({"extract-g-d@b"}, lock) == [] and "old-name" not in lock.read_text()
+
+
 def test_every_grid_run_has_a_locked_stage_and_a_record(params, lock):
     corpus = {r.run_id: r for r in read_records(ROOT / paths.CORPUS)}
     grids = _grids_run_here(params)
