@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_stages import _write_folder
+from conftest import write_image_folder
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
@@ -47,7 +47,7 @@ def followed(tmp_path_factory):
     plugin = clone / "plugins" / "tiny_net.py"
     plugin.parent.mkdir()
     plugin.write_text(blocks["plugins/tiny_net.py"])
-    _write_folder(clone / "my_images")
+    write_image_folder(clone / "my_images")
     params_file = clone / "params.yaml"
     params = _merge(yaml.safe_load(params_file.read_text()), yaml.safe_load(blocks["params.yaml (additions)"]))
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))

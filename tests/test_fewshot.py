@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import yaml
-from test_stages import _params, _write_folder
+from conftest import image_project_params, write_image_folder
 
 from harness import paths
 from harness import stage_calls as stages
@@ -142,7 +142,7 @@ def test_a_dense_probe_trains_on_k_images_and_evaluates_on_the_full_split(tmp_pa
 # -- the grid spec, paths and run ids -------------------------------------------------------------------
 
 def test_fewshot_grid_spec_is_validated(tmp_path):
-    config = _params(tmp_path, ["resnet18.random"])
+    config = image_project_params(tmp_path, ["resnet18.random"])
     config["grids"]["g"]["fewshot"] = {"k_shots": [1, 2, 4], "seeds": [0, 1]}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(config))
     params = load_params(tmp_path / "params.yaml")
@@ -179,13 +179,13 @@ def fewshot_project(tmp_path, monkeypatch):
     """The tiny two-class image folder (4 train + 4 val images per class), prepared and extracted with
     one random-init control, in a grid that runs classification few-shot."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _write_folder(tmp_path / "images")
+    write_image_folder(tmp_path / "images")
     work = tmp_path / "project"
     work.mkdir()
     monkeypatch.chdir(work)
 
     def setup(k_shots: list[int], seeds: list[int]):
-        config = _params(tmp_path / "images", ["cifar_resnet20.random"])
+        config = image_project_params(tmp_path / "images", ["cifar_resnet20.random"])
         config["grids"]["g"]["tasks"] = {"classification": "tiny"}
         config["grids"]["g"]["fewshot"] = {"k_shots": k_shots, "seeds": seeds}
         (work / "params.yaml").write_text(yaml.safe_dump(config))
