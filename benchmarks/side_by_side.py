@@ -56,7 +56,7 @@ class ProcessTime:
 
 
 class ProcessFailed(RuntimeError):
-    pass
+    """A timed process exited non-zero; the message carries its exit status, command and log tail."""
 
 
 def run_timed(command: list[str] | str, cwd: Path, env: dict[str, str], log: Path) -> ProcessTime:

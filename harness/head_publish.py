@@ -27,7 +27,7 @@ PUBLISHED = Path("published")  # where to=dvc: bundles are kept (then dvc add-ed
 
 
 class PublishError(RuntimeError):
-    pass
+    """A publish destination refused the head (a failed `dvc push`, a missing hub client): the message says why."""
 
 
 def find_run(run_id: str) -> tuple[Record, Path, Path]:
