@@ -102,11 +102,7 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
         keys = ["layers", "pooling"] if read.mode == "pooled" else ["layers"]
         read_params += [key for key in _param_keys(params, read.grid, read.task, keys) if key not in read_params]
     def own_reads(backbone: str) -> str:
-        # only the grids that list this backbone read its features: another grid's layer set (scenes_layers'
-        # stride16) is not asked of a backbone that grid never probes (a ViT has no stride-16 layer)
-        spelled = stage_spelling(backbone)
-        return ",".join(r.spell() for r in reads
-                        if r.grid == grid or spelled in map(stage_spelling, params.grids[r.grid].backbones))
+        return ",".join(r.spell() for r in topology.backbone_reads(params, grid, dataset, backbone))
 
     return {
         "foreach": {stage_spelling(b): {"code": codes[b], "reads": own_reads(b)} for b in backbones},

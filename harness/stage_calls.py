@@ -30,7 +30,7 @@ def prepare(dataset: str, params: Params) -> Manifest:
 
 
 def extract(grid: str, backbone: str, dataset: str, params: Params) -> dict:
-    reads = [r.spell() for r in topology.feature_reads(params, grid, dataset)]
+    reads = [r.spell() for r in topology.backbone_reads(params, grid, dataset, backbone)]
     return extract_stage.run(grid, backbone, dataset, params, topology.backbone_code(backbone), reads)
 
 

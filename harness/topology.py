@@ -36,6 +36,15 @@ def feature_reads(params: Params, grid: str, dataset: str) -> list[FeatureRead]:
     return sorted(reads, key=lambda r: (r.grid, r.task))
 
 
+def backbone_reads(params: Params, grid: str, dataset: str, backbone: str) -> list[FeatureRead]:
+    """The reads one backbone's extraction serves. Only the grids that list the backbone read its features:
+    another grid's layer set (scenes_layers' stride16) is not asked of a backbone that grid never probes (a ViT
+    has no stride-16 layer)."""
+    spelled = stage_spelling(backbone)
+    return [r for r in feature_reads(params, grid, dataset)
+            if r.grid == grid or spelled in map(stage_spelling, params.grids[r.grid].backbones)]
+
+
 def extract_jobs(params: Params) -> list[tuple[str, str, str]]:
     """(grid, dataset, backbone) of every extract stage: each grid extracts the datasets its own tasks read
     (unless it takes them from another grid) for each of its backbones."""

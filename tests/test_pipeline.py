@@ -282,3 +282,22 @@ def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
     assert "scenes_layers" not in stages["extract-scenes-scenes"]["foreach"]["clip_vitb32.random"]["reads"]
     assert "scenes_layers" in stages["extract-scenes-scenes"]["foreach"]["efficientnet_lite0"]["reads"]
     assert checked
+
+
+def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, monkeypatch):
+    """`verify` and the API call the extract stage through harness.stage_calls: it must be told the same reads as
+    the command line dvc.yaml gives DVC (verify once asked efficientnet_lite2 for scenes_layers' stride16)."""
+    from harness import stage_calls
+
+    told = {}
+    monkeypatch.setattr(stage_calls.extract_stage, "run",
+                        lambda grid, backbone, dataset, params, code, reads: told.setdefault(backbone, reads))
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, group in stages.items():
+        if not name.startswith("extract-"):
+            continue
+        grid, dataset = name.removeprefix("extract-").split("-", 1)
+        for backbone, item in group["foreach"].items():
+            told.clear()
+            stage_calls.extract(grid, backbone, dataset, params)
+            assert ",".join(told[backbone]) == item["reads"], f"{name}@{backbone}"
