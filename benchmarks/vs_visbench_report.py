@@ -11,6 +11,14 @@ from side_by_side import median
 TARGET_CACHED_S = 4.0
 
 
+
+def _bf16_against_fp32(rate: dict) -> str:
+    """bf16 matmul against fp32 in words: CPUs without bf16 units (AVX-512 BF16, AMX) run it many times slower."""
+    ratio = rate["bf16"] / rate["fp32"]
+    if ratio >= 1:
+        return f"{ratio:.1f}× faster than fp32: this CPU has bf16 units"
+    return f"{1 / ratio:.0f}× slower than fp32: this CPU has no native bf16"
+
 def _s(value: float) -> str:
     return f"{value:.1f} s" if value == value else "–"
 
@@ -103,7 +111,7 @@ def report(runs: dict, context: dict, backbones: list[str]) -> tuple[str, dict]:
               f"size² matmul rate at {context['threads']} threads (measured before and after the runs):", "",
               f"- fp32 matmul (2048²): {', '.join(f'{r / 1e9:.1f}' for r in limit['fp32'])} GFLOP/s; bf16 matmul "
               f"(512²): {', '.join(f'{r / 1e9:.2f}' for r in limit['bf16'])} GFLOP/s "
-              f"({rate['fp32'] / rate['bf16']:.0f}× slower than fp32: this CPU has no native bf16)"]
+              f"({_bf16_against_fp32(rate)})"]
     for b in backbones:
         flops = limit["flops"][b]
         lines.append(f"- {b}: {flops / 1e9:.2f} GFLOP/image → {rate['fp32'] / flops:.1f} img/s fp32, "
