@@ -35,6 +35,7 @@ from harness.registry import PACKAGE_ROOT
 
 DVC_FILE = Path("dvc.yaml")
 LOCK_FILE = Path("dvc.lock")
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.lock is ~1 MB: libyaml parses it in 1/10 the time
 STAMP = Path(".dvc/tmp/visbench-pipeline.json")  # the source key of the last successful check + generation
 RELEASES_FOLDER = Path("docs/releases")  # frozen releases (harness.leaderboard.releases), read by the site stage
 HEADER = (
@@ -239,9 +240,6 @@ def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
             del lock["stages"][name]
         write_text_atomic(path, dumps_yaml(lock))
     return stale
-
-
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.lock is ~1 MB: libyaml parses it in 1/10 the time
 
 
 def write(params: Params, path: Path = DVC_FILE) -> bool:
