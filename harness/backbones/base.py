@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,10 @@ class Backbone(nn.Module, ABC):
 
     pooling_modes: tuple[str, ...] = ("avg",)
     num_layers: int = 1
+    # Images per forward pass (at most `settings.batch_size`), by precision: the fastest size that gives
+    # bit-identical features to every other size, measured by benchmarks/batch_size.py. Depthwise CNNs run
+    # fastest in small batches that stay in cache (EfficientNet-Lite0: ~3x at 4 than at 32, same bits).
+    batch_sizes: ClassVar[dict[str, int]] = {"fp32": 32, "bf16": 32}
 
     def __init__(
         self,
@@ -68,6 +72,11 @@ class Backbone(nn.Module, ABC):
         self.architecture = architecture
         self.precision: Precision = precision
         self.model.to(_DTYPES[precision])
+
+    @property
+    def batch_size(self) -> int:
+        """The family's measured batch size for this precision (see `batch_sizes`)."""
+        return self.batch_sizes.get(self.precision, 32)
 
     # -- identity -------------------------------------------------------------------------------
     @property

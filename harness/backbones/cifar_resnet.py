@@ -148,4 +148,5 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
 
 
 for _depth in _CHECKPOINTS:
-    register_backbone(f"cifar_resnet{_depth}", weights="file")(lambda request, _d=_depth: _build(_d, request))
+    register_backbone(f"cifar_resnet{_depth}", weights="file", preprocess=_cifar_preprocess())(
+        lambda request, _d=_depth: _build(_d, request))

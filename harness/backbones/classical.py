@@ -93,13 +93,15 @@ class SobelBackbone(Backbone):
         return FeatureMaps(maps=[self.model(images)])
 
 
-@register_backbone("sobel", weights="none", random_control=False)
+_SOBEL_PREPROCESS = Preprocess.from_crop_pct(_INPUT, 0.875, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
+
+
+@register_backbone("sobel", weights="none", random_control=False, preprocess=_SOBEL_PREPROCESS)
 def _build_sobel(request: WeightsRequest) -> Backbone:
     if request.random:
         raise BackboneError(f"{request.name}: sobel has fixed filters and no weights to randomise; use 'sobel'")
     if request.checkpoint:
         raise BackboneError(f"{request.name}: sobel has fixed filters and takes no checkpoint")
-    preprocess = Preprocess.from_crop_pct(_INPUT, 0.875, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
     architecture = {"family": "classical", "variant": "sobel", "impl": "harness.backbones.classical"}
-    return SobelBackbone(request.name, GradientFilters(), preprocess, dict(FILTER_SPEC), architecture,
+    return SobelBackbone(request.name, GradientFilters(), _SOBEL_PREPROCESS, dict(FILTER_SPEC), architecture,
                          request.precision)

@@ -115,4 +115,5 @@ def register_custom_backbone(
 
     # the plugin that called us is the code DVC stages using `name` depend on, not this module
     caller = sys._getframe(1).f_globals.get("__name__")
-    register_backbone(name, weights="custom", pretrained=weights is not None, module=caller)(construct)
+    register_backbone(name, weights="custom", pretrained=weights is not None, module=caller,
+                      preprocess=preprocess)(construct)

@@ -161,7 +161,7 @@ def hed_preprocess() -> Preprocess:
                       std=(1 / 255.0,) * 3, interpolation="bilinear")
 
 
-@register_backbone("hed_vgg16")
+@register_backbone("hed_vgg16", preprocess=hed_preprocess())
 def build_hed_vgg16(request: WeightsRequest) -> Backbone:
     architecture = {"family": "hed_vgg", "variant": "vgg16", "layers": list(LAYER_NAMES),
                     "pool": "max 2x2 ceil", "input": "bgr-255-minus-mean"}

@@ -89,12 +89,12 @@ def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> 
             model = open_clip.load_openai_model(str(path), device="cpu", jit=False)
         else:  # open_clip's re-packaged state dict (.bin / .safetensors)
             model = open_clip.create_model(config, pretrained=str(path))
-    preprocess = Preprocess(crop=224, resize=224, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD)
-    return OpenClipViTBackbone(request.name, model.visual, preprocess, weights, architecture, request.precision,
+    return OpenClipViTBackbone(request.name, model.visual, _PREPROCESS, weights, architecture, request.precision,
                                use_projection=use_projection)
 
 
+_PREPROCESS = Preprocess(crop=224, resize=224, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD)
 for _name in _MODELS:
-    register_backbone(_name, weights="hub")(lambda request, _n=_name: _build(_n, request))
-    register_backbone(_name + PROJECTED_SUFFIX, weights="hub")(
+    register_backbone(_name, weights="hub", preprocess=_PREPROCESS)(lambda request, _n=_name: _build(_n, request))
+    register_backbone(_name + PROJECTED_SUFFIX, weights="hub", preprocess=_PREPROCESS)(
         lambda request, _n=_name: _build(_n, request, use_projection=True))

@@ -12,6 +12,7 @@ from typing import Literal
 
 from harness.backbones.base import Backbone, BackboneError
 from harness.backbones.weights import WeightsRequest
+from harness.preprocessing import Preprocess
 from harness.registry import Registry, unknown_name_message
 
 BACKBONES: Registry[Backbone] = Registry("backbone", packages=("harness.backbones",))
@@ -35,6 +36,7 @@ class BackboneEntry:
     weights: WeightsSource
     pretrained: bool  # `name` constructs (it has weights, or needs none)
     random_control: bool  # `name@random` constructs
+    preprocess: Preprocess | None = None  # declared as data: extraction decodes while the model is still loading
 
 
 _ENTRIES: dict[str, BackboneEntry] = {}
@@ -42,12 +44,14 @@ _ENTRIES: dict[str, BackboneEntry] = {}
 
 def register_backbone(
     name: str, *, weights: WeightsSource = "package", pretrained: bool = True, random_control: bool = True,
-    module: str | None = None,
+    module: str | None = None, preprocess: Preprocess | None = None,
 ) -> Callable:
-    """Register `fn(request: WeightsRequest) -> Backbone` under `name` (the timm-style single door)."""
+    """Register `fn(request: WeightsRequest) -> Backbone` under `name` (the timm-style single door).
+    `preprocess`, when the family knows it without building the model, is what the built backbone's
+    `preprocess` will be; extraction then decodes images while the model library imports and weights load."""
     def decorator(fn: Callable) -> Callable:
         BACKBONES.register(name, module)(fn)
-        _ENTRIES[name] = BackboneEntry(weights, pretrained, random_control)
+        _ENTRIES[name] = BackboneEntry(weights, pretrained, random_control, preprocess)
         return fn
 
     return decorator
@@ -56,6 +60,11 @@ def register_backbone(
 def backbone_entry(arch: str) -> BackboneEntry:
     BACKBONES.get(arch)
     return _ENTRIES[arch]
+
+
+def declared_preprocess(name: str) -> Preprocess | None:
+    """The preprocessing `name` registered as data (None where its family builds it with the model)."""
+    return backbone_entry(parse_backbone_name(name)[0]).preprocess
 
 
 def parse_backbone_name(name: str) -> tuple[str, bool]:

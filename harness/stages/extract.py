@@ -37,6 +37,21 @@ def feature_requests(params: Params, reads: list[str]) -> list:
     return sorted(requests, key=lambda r: (r.mode, r.pooling, str(r.layers or ""), r.fit))
 
 
+def _early_decode(name: str, dataset: str, requests: list):
+    """Decoding started beside the backbone's build, when its family registered its preprocessing as data and
+    the dataset's manifest reads; otherwise None (a missing manifest is reported where the extraction loads it)."""
+    from harness.backbones.registry import declared_preprocess
+    from harness.datasets.manifest import Manifest
+    from harness.extract import EarlyDecode
+
+    try:
+        preprocess = declared_preprocess(name)
+        manifest = Manifest.load(paths.manifest_path(dataset))
+    except Exception:  # the build or the extraction meets the same problem and reports it in its phase
+        return None
+    return EarlyDecode(manifest, preprocess, sorted({r.fit for r in requests})) if preprocess else None
+
+
 def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str | None = None,
         reads: list[str] = ()) -> dict:
     from harness.datasets.manifest import Manifest
@@ -46,13 +61,14 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
     stage = paths.extract_stage_name(grid, backbone_name, dataset)
     out_dir = paths.features_dir(grid, backbone_name, dataset)
     name = canonical_backbone(backbone_name)
-    phase = "load_backbone"
+    phase, early = "load_backbone", None
     try:
         requests = feature_requests(params, list(reads))
         if code:
             load_code(code)
         from harness.backbones import create_backbone
 
+        early = _early_decode(name, dataset, requests)
         arch = name.removesuffix("@random")
         backbone = create_backbone(
             name, checkpoint=None if name.endswith("@random") else params.checkpoints.get(arch),
@@ -60,8 +76,10 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         )
         phase = "extract"
         manifest = Manifest.load(paths.manifest_path(dataset))
-        description = extract_dataset(backbone, manifest, requests, out_dir, params.settings.batch_size)
+        description = extract_dataset(backbone, manifest, requests, out_dir, params.settings.batch_size, early)
     except Exception as error:
+        if early is not None:
+            early.stop()
         log.error("%s × %s failed in %s: %s", name, dataset, phase, error)
         record_stage_failure(stage, phase, error)
         raise common.StageFailed(f"{stage}: {phase}: {type(error).__name__}: {error}") from error
