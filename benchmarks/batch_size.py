@@ -2,9 +2,9 @@
 
 For every backbone and precision: img/s of `extract_features` at each batch size over the same random images
 (one warm-up call per size, then the best of --reps passes), and the largest |difference| of the pooled and
-dense features against batch size 32 (the project's old fixed size). The batch sizes the families declare
-(`Backbone.batch_sizes`: each backbone runs its size, at most `settings.batch_size`) are the fastest that are also exactly
-batch-invariant here. A number, not a test; run it on the machine you care about:
+dense features against batch size 32 (the project's old fixed size). The sizes the families declare
+(`Backbone.batch_sizes`; each backbone runs its size, at most `settings.batch_size`) are the fastest that are
+also exactly batch-invariant here. A number, not a test; run it on the machine you care about:
 
     .venv/bin/python benchmarks/batch_size.py [--images 64] [--sizes 1,2,4,8,16,32,64] [--backbones a,b]
 """

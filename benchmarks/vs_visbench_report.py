@@ -116,7 +116,8 @@ def report(runs: dict, context: dict, backbones: list[str]) -> tuple[str, dict]:
         flops = limit["flops"][b]
         lines.append(f"- {b}: {flops / 1e9:.2f} GFLOP/image → {rate['fp32'] / flops:.1f} img/s fp32, "
                      f"{rate['bf16'] / flops:.2f} img/s bf16")
-    lines += ["", "Probe metrics (the probes differ: ours `linear-probe-adamw/v2`, 100 epochs, lr 1e-3, standardised; "
+    lines += ["", "Probe metrics (the probes differ: ours `linear-probe-adamw/v3` (NumPy), 100 epochs, lr 1e-3, "
+              "standardised; "
               "visbench's default, 200 epochs, lr 1e-2, raw features):", "",
               "| backbone | ours fp32 top1 / top5 | ours bf16 top1 / top5 (Δ vs fp32) | bf16 identity ≠ fp32 | "
               "visbench top1 / top5 | pooled-feature parity |", "|---|---|---|---|---|---|"]

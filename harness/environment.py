@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import platform
+import runpy
 import subprocess
+import sys
 from functools import cache
+from pathlib import Path
 
 from harness import __version__
 from harness.records import Environment
@@ -34,21 +38,44 @@ def _git(*args: str) -> str | None:
 
 
 def device_name() -> str:
-    import torch
-
+    """The GPU torch computes on, else `cpu:ARCH:Nthreads`. A process that never imported torch (a pooled probe
+    stage: NumPy only) computed on the CPU: `cpu:ARCH:Nthreads` with N = OMP_NUM_THREADS, else the usable cores
+    (what torch reports on this project's machines), so its records name the device as a torch stage's do."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return f"cpu:{platform.machine()}:{_default_threads()}threads"
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
     return f"cpu:{platform.machine()}:{torch.get_num_threads()}threads"
 
 
+def _default_threads() -> int:
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        return int(threads)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def cuda_runtime() -> str | None:
     """The CUDA runtime torch loads: its CUDA libraries come from the lock's nvidia-* wheels (RPATH into
-    site-packages/nvidia), in an image as on a host, so the cudart wheel's version names it exactly."""
-    import torch
+    site-packages/nvidia), in an image as on a host, so the cudart wheel's version names it exactly. Read from
+    the installed wheels, so a process that never imports torch reports the same."""
+    build = _torch_build().get("cuda")
+    return None if build is None else _version("nvidia-cuda-runtime") or build
 
-    if torch.version.cuda is None:
-        return None
-    return _version("nvidia-cuda-runtime") or torch.version.cuda
+
+@cache
+def _torch_build() -> dict:
+    """torch's own `torch/version.py` (`__version__` with its local tag, e.g. 2.14.1+cu130, and `cuda`), run
+    without importing torch: the wheel's metadata says only 2.14.1, and `import torch` costs a pooled probe stage
+    more than its work."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return {"__version__": torch.__version__, "cuda": torch.version.cuda}
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    return runpy.run_path(str(Path(next(iter(spec.submodule_search_locations))) / "version.py"))
 
 
 def code_commit() -> str | None:
@@ -70,7 +97,6 @@ def image_identity() -> str | None:
 @cache
 def environment_fingerprint() -> Environment:
     import numpy
-    import torch
 
     status = _git("status", "--porcelain", "--untracked-files=no", "--", "harness", "pyproject.toml")
     return Environment(
@@ -78,7 +104,7 @@ def environment_fingerprint() -> Environment:
         git_commit=code_commit(),
         git_dirty=None if status is None else bool(status),
         python=platform.python_version(),
-        torch=torch.__version__,
+        torch=_torch_build().get("__version__"),
         timm=_version("timm"),
         open_clip=_version("open_clip_torch"),
         numpy=numpy.__version__,

@@ -7,10 +7,13 @@ image bytes give the same input tensor on every machine.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image
+
+if TYPE_CHECKING:
+    import torch
 
 _INTERPOLATION = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 
@@ -56,6 +59,8 @@ class Preprocess:
         return max(self.crop, round(width * scale)), max(self.crop, round(height * scale))
 
     def __call__(self, image: Image.Image, fit: str = "crop") -> torch.Tensor:
+        import torch  # here, not at the top: probe stages read this module's geometry and never import torch
+
         _check_fit(fit)
         image = image.convert("RGB")
         if fit == "squash":

@@ -1,8 +1,10 @@
-"""Linear probe on frozen pooled features (protocol `linear-probe-adamw/v2`).
+"""Linear probe on frozen pooled features (protocol `linear-probe-adamw/v3`).
 
 Features are standardised with the training split's mean and std, then a single linear layer is
 trained with mini-batch AdamW and cross-entropy for a fixed number of epochs (no early stopping,
 no validation-based selection, so the number is a function of the record's hyperparameters alone).
+v3 trains in NumPy (`harness.probes.linear_head`), so the stage never imports torch; v2 trained the same
+recipe in torch, with torch's generator for the initial weights and the data order.
 Reported: top-1, top-5, class-balanced macro-F1 (BioBench's headline for long-tailed data), and the
 training split's top-1 so that underfitting is visible beside the evaluation numbers.
 
@@ -13,10 +15,8 @@ correct. macro-F1 and train top-1 do not decompose over eval images and have no 
 from __future__ import annotations
 
 import numpy as np
-import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from harness.probes.adamw import AdamW
 from harness.probes.base import (
     PooledParams,
     ProbeHead,
@@ -26,41 +26,7 @@ from harness.probes.base import (
     floored_std,
     register_probe,
 )
-
-
-def train_linear_probe(
-    x: np.ndarray, y: np.ndarray, num_classes: int, *, epochs: int, lr: float, weight_decay: float,
-    batch_size: int, seed: int,
-) -> torch.nn.Linear:
-    # One thread: small matmuls gain nothing from more, and the result must not depend on the
-    # machine's core count (verify compares to 0 tolerance).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train(x, y, num_classes, epochs=epochs, lr=lr, weight_decay=weight_decay,
-                      batch_size=batch_size, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train(
-    x: np.ndarray, y: np.ndarray, num_classes: int, *, epochs: int, lr: float, weight_decay: float,
-    batch_size: int, seed: int,
-) -> torch.nn.Linear:
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    head = torch.nn.Linear(x.shape[1], num_classes)
-    optimiser = AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)  # torch.optim's, without its import cost
-    features, labels = torch.from_numpy(x), torch.from_numpy(y)
-    for _ in range(epochs):
-        order = torch.randperm(len(labels), generator=generator)
-        for start in range(0, len(labels), batch_size):
-            batch = order[start: start + batch_size]
-            loss = torch.nn.functional.cross_entropy(head(features[batch]), labels[batch])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-    return head.eval()
+from harness.probes.linear_head import LinearHead, train_linear_head
 
 
 def topk_correct(logits: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -106,17 +72,14 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     num_classes = len(inputs.manifest.classes)
-    head = train_linear_probe(
+    head = train_linear_head(
         x_train, y_train, num_classes, epochs=p["epochs"], lr=p["lr"], weight_decay=p["weight_decay"],
         batch_size=p["batch_size"], seed=inputs.seed,
     )
-    with torch.no_grad():
-        logits_train = head(torch.from_numpy(x_train)).numpy()
-        logits_test = head(torch.from_numpy(x_test)).numpy()
-    samples, metrics = score_logits(logits_test, y_test, num_classes)
-    metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
-    head_data = ProbeHead({"weight": head.weight.detach().numpy().copy(), "bias": head.bias.detach().numpy().copy(),
-                           "mean": mean, "std": std}, {"kind": "linear", "classes": list(inputs.manifest.classes)})
+    samples, metrics = score_logits(head.logits(x_test), y_test, num_classes)
+    metrics["train_top1"] = topk_accuracy(head.logits(x_train), y_train, 1)
+    head_data = ProbeHead({"weight": head.weight.copy(), "bias": head.bias.copy(), "mean": mean, "std": std},
+                          {"kind": "linear", "classes": list(inputs.manifest.classes)})
     return ProbeResult(metrics, [item.path for item in test], samples, unit="image", head=head_data)
 
 
@@ -151,11 +114,9 @@ def score_classification_head(inputs: ProbeInputs, saved: ProbeHead) -> ProbeRes
         raise ValueError(f"the head has no class {', '.join(map(repr, unknown))}; its classes: {', '.join(classes)}")
     y_test = np.array([classes.index(inputs.manifest.classes[i.label]) for i in test], dtype=np.int64)
     x_test = (inputs.stack(test).astype(np.float32) - saved.tensors["mean"]) / saved.tensors["std"]
-    weight = torch.from_numpy(np.ascontiguousarray(saved.tensors["weight"]))
-    head = torch.nn.Linear(weight.shape[1], weight.shape[0])
-    head.load_state_dict({"weight": weight, "bias": torch.from_numpy(np.ascontiguousarray(saved.tensors["bias"]))})
-    with torch.no_grad():  # exactly as the training run computes its eval logits, so the numbers are its own
-        logits = head.eval()(torch.from_numpy(x_test)).numpy()
+    head = LinearHead(np.ascontiguousarray(saved.tensors["weight"], dtype=np.float32),
+                      np.ascontiguousarray(saved.tensors["bias"], dtype=np.float32))
+    logits = head.logits(x_test)  # exactly as the training run computes its eval logits, so the numbers are its own
     samples, metrics = score_logits(logits, y_test, len(classes))
     return ProbeResult(metrics, [item.path for item in test], samples, unit="image")
 
@@ -163,7 +124,7 @@ def score_classification_head(inputs: ProbeInputs, saved: ProbeHead) -> ProbeRes
 CLASSIFICATION = register_probe(ProbeSpec(
     name="classification",
     level="high",
-    protocol="linear-probe-adamw/v2",
+    protocol="linear-probe-adamw/v3",
     feature_mode="pooled",
     headline="top1",
     run=run_classification,
