@@ -66,7 +66,7 @@ def test_early_decode_hands_over_the_extractions_own_pixels_and_only_for_its_pre
     manifest = _manifest(tmp_path, images=4)
     backbone = create_backbone("cifar_resnet20@random")
     early = EarlyDecode(manifest, backbone.preprocess, ["crop", "squash"])
-    early.wait()
+    early._thread.join()  # let it decode all it may before taking (take() stops it at once)
     pixels = early.take(backbone.preprocess)
     assert sorted(pixels) == sorted(item.path for item in manifest.items)
     for item in manifest.items:
@@ -76,7 +76,7 @@ def test_early_decode_hands_over_the_extractions_own_pixels_and_only_for_its_pre
     other = Preprocess(crop=32, resize=36, mean=(0.5,) * 3, std=(0.5,) * 3)
     for budget, decoded in ((None, {}), (1, 1)):
         early = EarlyDecode(manifest, backbone.preprocess, ["crop"], **({"budget_bytes": budget} if budget else {}))
-        early.wait()
+        early._thread.join()  # let it decode all it may before taking (take() stops it at once)
         pixels = early.take(other if budget is None else backbone.preprocess)
         assert (pixels == decoded) if budget is None else len(pixels) == decoded
 
@@ -86,7 +86,7 @@ def test_features_with_the_early_decode_equal_those_without(tmp_path):
     backbone = create_backbone("cifar_resnet20@random")
     plain = _extract(backbone, manifest, tmp_path / "plain", 2)
     decode = EarlyDecode(manifest, declared_preprocess("cifar_resnet20@random"), ["crop", "squash"])
-    decode.wait()
+    decode._thread.join()  # let it decode all it may before taking (take() stops it at once)
     early = _extract(backbone, manifest, tmp_path / "early", 2, decode)
     for path, arrays in plain.items():
         assert all(np.array_equal(a, b) for a, b in zip(early[path], arrays, strict=True))
