@@ -1,11 +1,17 @@
-"""`python -m harness.dvc_fast ARGS…`: DVC's own command line, with each YAML file parsed once per process.
+"""`python -m harness.dvc_fast ARGS…`: DVC's own command line, with per-process caches where DVC repeats work.
 
 DVC re-reads and re-parses params.yaml for every stage it checks (measured: 101 parses in one `dvc status` of
 this project, ~6 of its ~9 s), and dvc.yaml once for every target named on its command line (measured: a
 `dvc repro` of the 192 stages of `grid=all` parsed the 2,900-line dvc.yaml 192 times, over 10 minutes before
 its first stage ran). Here a parse is kept for as long as the file's size and mtime are unchanged (DVC's own
-writes of dvc.lock change both); everything else is DVC's. The CLI runs DVC this way; `dvc` itself works the
-same, only slower (tests/test_pipeline.py checks both agree).
+writes of dvc.lock change both). A no-op `dvc repro` of the 183 stages of `grid=all` then still took 24 s: the
+hashes of the same folders and source files, rebuilt for every stage that depends on them; a new ProjectFile
+per target; a scan of params.yaml per parameter; four nested edits of .dvc/tmp/rwlock per stage, each with
+~6 kB of command line beside every locked path. Each has a patch below (measured: 24 s -> 7.0 s; on the
+generated 14 × 20 grid of benchmarks/dvc_scale.py, 23.3 s -> 4.9 s). Everything else is DVC's. The CLI runs
+DVC this way; `dvc` itself works the same, only slower (tests/test_dvc_fast.py checks both see the same
+changes after each kind of edit, that a chain of stages re-runs through a rewritten folder, and that a running
+stage still holds its path locks).
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from __future__ import annotations
 import copy
 import marshal
 import os
+import stat as stat_module
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -53,6 +62,51 @@ def patch_param_reads() -> None:
     param.load_path = serialize.load_path = load_path
 
 
+_MISSING = object()
+
+
+def _plain_lookup(config: Any, key_path: str) -> Any:
+    """`dpath.get(config, key_path, separator=".")` for a key path without glob characters, by walking the
+    dicts: dpath folds over every leaf of params.yaml per lookup (636 lookups, ~1.4 s profiled, in a no-op
+    repro of `grid=all`). Returns _MISSING where dpath raises KeyError; anything unusual goes to dpath."""
+    import dpath
+
+    if any(c in key_path for c in "*?[]!\\"):
+        return dpath.get(config, key_path, separator=".")
+    value = config
+    for segment in key_path.split("."):
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            if segment not in value:
+                return _MISSING
+            value = value[segment]
+        else:
+            try:
+                return dpath.get(config, key_path, separator=".")
+            except KeyError:
+                return _MISSING
+    return value
+
+
+def patch_param_lookups() -> None:
+    """A stage's params (dvc.dependency.param.read_param_file, flattened), looked up directly."""
+    from dvc.dependency import param
+
+    original = param.read_param_file
+    if getattr(original, "visbench_cached", False):
+        return
+
+    def read_param_file(fs: Any, path: str, key_paths: list[str] | None = None, flatten: bool = False,
+                        **load_kwargs: Any) -> Any:
+        if not flatten or not key_paths:
+            return original(fs, path, key_paths, flatten, **load_kwargs)
+        config = param.load_path(path, fs, **load_kwargs)
+        found = {key_path: _plain_lookup(config, key_path) for key_path in key_paths}
+        return {key: value for key, value in found.items() if value is not _MISSING}
+
+    read_param_file.visbench_cached = True  # type: ignore[attr-defined]
+    param.read_param_file = read_param_file
+
+
 def patch_yaml_loads() -> None:
     """dvc.yaml and dvc.lock: DVC's strictyaml.load (parse + schema check), kept per (file, mtime, size, schema).
     Round-trip loads (DVC editing a file and keeping its comments) and other filesystems (a git revision) go
@@ -80,6 +134,184 @@ def patch_yaml_loads() -> None:
     strictyaml.load = load
 
 
+def _stat_key(stat: os.stat_result) -> tuple[int, ...]:
+    # DVC's state database trusts inode, mtime and size; ctime and mode cost nothing more and catch more
+    return (stat.st_ino, stat.st_dev, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_mode)
+
+
+def _tree_fingerprint(path: str) -> tuple[Any, ...] | None:
+    """Every entry under a directory with its stat, or None when the tree holds a symlink (where DVC's walk and
+    this one could disagree on what is inside). Listing order is the filesystem's: a different order for the
+    same tree is only a cache miss."""
+    entries: list[Any] = [_stat_key(os.stat(path))]
+    pending = [path]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.is_symlink():
+                    return None
+                stat = entry.stat(follow_symlinks=False)
+                entries.append(entry.path)
+                entries.append(_stat_key(stat))
+                if stat_module.S_ISDIR(stat.st_mode):
+                    pending.append(entry.path)
+    return tuple(entries)
+
+
+def patch_hash_builds() -> None:
+    """A path's hash, computed once per process for as long as nothing under it changes on disk.
+
+    One stage's check walks and looks up (in DVC's state database) every file of every dependency; in a grid the
+    same data and feature folders and the same ~30 source files are dependencies of many stages: a no-op
+    `dvc repro` of the 183 stages of `grid=all` spent 27 of its 42 s (profiled) in 373 directory walks covering
+    67k files. Here the result of DVC's own build is kept, keyed by the stat of the file or of every entry under
+    the folder (inode, device, mtime, ctime, size, mode), so any write (a stage re-creating its outputs, a
+    checkout from the run cache) is a new key and DVC computes it again. Trees holding symlinks and other
+    filesystems always go to DVC.
+
+    Walking a folder for its stats is itself the next cost (data/scenes, 2,200 entries, is a dependency of 78
+    stages), so a dependency's walk (a dry run: only its hash is wanted) is reused until DVC runs, checks out
+    or commits a stage in this process, which is when DVC itself writes into the workspace; an output's walk
+    is never reused. What one process sees is thus one snapshot of its dependencies: an edit made while it
+    runs is seen by the next `dvc` command, against the unchanged dvc.lock."""
+    from dvc import output
+    from dvc.stage import Stage
+    from dvc_data.hashfile import build as build_module
+
+    original = build_module.build
+    if getattr(original, "visbench_cached", False):
+        return
+    cache: dict[tuple[Any, ...], Any] = {}
+    walks: dict[str, tuple[Any, ...] | None] = {}
+
+    def forget_walks(method: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            walks.clear()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                walks.clear()
+
+        return wrapper
+
+    for name in ("run", "checkout", "commit"):
+        setattr(Stage, name, forget_walks(getattr(Stage, name)))
+
+    def walk(path: str, dry_run: bool) -> tuple[Any, ...] | None:
+        if not dry_run:
+            return _tree_fingerprint(path)
+        if path not in walks:
+            walks[path] = _tree_fingerprint(path)
+        return walks[path]
+
+    def build(odb: Any, path: str, fs: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if getattr(fs, "protocol", None) != "local" or args or kwargs.get("upload"):
+            return original(odb, path, fs, name, *args, **kwargs)
+        ignore, dry_run = kwargs.get("ignore"), bool(kwargs.get("dry_run"))
+        where = os.path.abspath(path)
+        try:
+            stat = os.stat(where, follow_symlinks=False)
+            if stat_module.S_ISLNK(stat.st_mode):
+                return original(odb, path, fs, name, *args, **kwargs)
+            fingerprint = walk(where, dry_run) if stat_module.S_ISDIR(stat.st_mode) else _stat_key(stat)
+        except OSError:
+            return original(odb, path, fs, name, *args, **kwargs)
+        if fingerprint is None:
+            return original(odb, path, fs, name, *args, **kwargs)
+        key = (where, id(odb), id(ignore), name, fingerprint)
+        # a dry run (a dependency's check) only needs the hash, so an output's full build of the same tree
+        # serves it; a full build (objects staged for a commit) is never served by a dry run's
+        found = cache.get((*key, False)) or (cache.get((*key, True)) if dry_run else None)
+        if found is None:
+            # odb and ignore are kept alive with the result, so their ids in the key are never reused
+            found = cache[(*key, dry_run)] = (original(odb, path, fs, name, *args, **kwargs), odb, ignore)
+        return found[0]
+
+    build.visbench_cached = True  # type: ignore[attr-defined]
+    build_module.build = output.build = build
+
+
+def patch_nested_rwlocks() -> None:
+    """DVC takes its path locks (.dvc/tmp/rwlock, a JSON file it reads, validates and rewrites under a file lock)
+    four times per stage checked, nested: reproduce (deps read, outs written), and inside it changed, its deps
+    check and its outs check, each on paths the outer lock already holds for this process: 8 edits per stage,
+    6.7 s (profiled) of a no-op repro of 342 stages. A lock asking only for paths this process already holds
+    (read under a read or a write, written under a write) adds nothing another process could see, so it is
+    skipped; the outer lock, and every lock on anything not yet held, is DVC's."""
+    from dvc import rwlock as rwlock_module
+
+    original = rwlock_module.rwlock
+    if getattr(original, "visbench_cached", False):
+        return
+    held: dict[str, dict[str, list[str]]] = {}
+
+    @contextmanager
+    def rwlock(tmp_dir: str, fs: Any, cmd: str, read: list[str], write: list[str], hardlink: bool) -> Iterator[None]:
+        mine = held.setdefault(tmp_dir, {"read": [], "write": []})
+        if all(p in mine["write"] for p in write) and all(p in mine["write"] or p in mine["read"] for p in read):
+            yield
+            return
+        with original(tmp_dir, fs, cmd, read, write, hardlink):
+            mine["read"].extend(read)
+            mine["write"].extend(write)
+            try:
+                yield
+            finally:
+                for path in read:
+                    mine["read"].remove(path)
+                for path in write:
+                    mine["write"].remove(path)
+
+    rwlock.visbench_cached = True  # type: ignore[attr-defined]
+    rwlock_module.rwlock = rwlock
+
+
+@contextmanager
+def _one_project_file_per_path() -> Iterator[None]:
+    """While DVC collects stages, one ProjectFile (dvc.yaml with its dvc.lock, parsed and interpolated once) per
+    file serves every target; each target still becomes its own Stage object."""
+    from dvc import dvcfile
+
+    load_file = dvcfile.load_file
+    files: dict[tuple[Any, ...], Any] = {}
+
+    def shared_load_file(repo: Any, path: Any, **options: Any) -> Any:
+        if options:
+            return load_file(repo, path, **options)
+        key = (id(repo), os.path.abspath(path))
+        if key not in files:
+            files[key] = (load_file(repo, path), repo)  # the repo kept alive: its id is never reused here
+        return files[key][0]
+
+    dvcfile.load_file = shared_load_file
+    try:
+        yield
+    finally:
+        dvcfile.load_file = load_file
+
+
+def patch_stage_collection() -> None:
+    """`dvc repro T1 T2 …` and `dvc status T1 T2 …` load dvc.yaml and dvc.lock afresh for every target (a new
+    ProjectFile, its own copy of both files and its own interpolation of dvc.yaml): 7 of 25 s (profiled) of a
+    no-op repro of the 183 stages of `grid=all`. Here repro's target collection (before any stage runs) and the
+    whole of a local status (which writes nothing) share one ProjectFile per file; DVC's own target parsing and
+    lookup are untouched."""
+    from dvc.repo import reproduce, status
+
+    for module, name in ((reproduce, "collect_stages"), (status, "_local_status")):
+        original = getattr(module, name)
+        if getattr(original, "visbench_cached", False):
+            continue
+
+        def shared(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with _one_project_file_per_path():
+                return _original(*args, **kwargs)
+
+        shared.visbench_cached = True  # type: ignore[attr-defined]
+        setattr(module, name, shared)
+
+
 def pin_site_cache_dir() -> None:
     """.dvc/config says `site_cache_dir = .dvc/site_cache`, relative to the working directory; DVC's temporary
     experiment workspaces (`dvc exp run --temp`, how probe overrides run) change directory and then fail on
@@ -88,13 +320,30 @@ def pin_site_cache_dir() -> None:
         os.environ["DVC_SITE_CACHE_DIR"] = os.path.abspath(os.path.join(".dvc", "site_cache"))
 
 
+def short_command_line(args: list[str], limit: int = 400) -> list[str]:
+    """What DVC writes, as the holder's command, into .dvc/tmp/rwlock beside every path a stage locks, twice per
+    stage (it joins sys.argv): with the 183 targets of `grid=all` that was ~6 kB per path, ~30 paths per stage,
+    ~1.5 s of JSON per no-op repro. Long target lists are shortened to their count; the options stay."""
+    if sum(len(a) + 1 for a in args) <= limit:
+        return args
+    options = [a for a in args if a.startswith("-")]
+    targets = [a for a in args if not a.startswith("-")]
+    return [*targets[:1], *options, f"<{len(targets) - 1} targets>"]
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    sys.argv = [sys.argv[0], *short_command_line(args)]
     pin_site_cache_dir()
     patch_param_reads()
+    patch_param_lookups()
     patch_yaml_loads()
+    patch_hash_builds()
+    patch_stage_collection()
+    patch_nested_rwlocks()
     from dvc.cli import main as dvc_main
 
-    return dvc_main(list(sys.argv[1:] if argv is None else argv))
+    return dvc_main(args)
 
 
 if __name__ == "__main__":
