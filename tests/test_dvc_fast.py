@@ -216,3 +216,20 @@ def test_long_target_lists_are_shortened_for_dvc_lock_files() -> None:
     assert short_command_line(short) == short
     many = ["repro", "--single-item", "--keep-going", *(f"stage-{i}" for i in range(200))]
     assert short_command_line(many) == ["repro", "--single-item", "--keep-going", "<200 targets>"]
+
+
+def test_dvc_in_this_project_starts_no_network_daemon() -> None:
+    """DVC spawns a detached `dvc daemon analytics` (and, until it has reached its update server once, an updater
+    daemon) after every command unless told not to: a network attempt at run time, and on 2 cores a process that
+    competes with the next stage. The committed .dvc/config turns both off, for the CLI and for plain `dvc`."""
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key not in ("DVC_NO_ANALYTICS", "CI", "DVC_TEST")}
+    result = subprocess.run([sys.executable, "-m", "dvc", "config", "--list", "--project"], cwd=root,
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    settings = dict(line.split("=", 1) for line in result.stdout.split())
+    assert settings.get("core.analytics") == "false" and settings.get("core.check_update") == "false"
+    verbose = subprocess.run([sys.executable, "-m", "dvc", "params", "diff", "-v"], cwd=root, capture_output=True,
+                             text=True, timeout=120, env=env)
+    assert "Analytics is disabled" in verbose.stdout + verbose.stderr
+    assert "Spawned" not in verbose.stdout + verbose.stderr
