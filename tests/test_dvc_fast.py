@@ -220,8 +220,8 @@ def test_long_target_lists_are_shortened_for_dvc_lock_files() -> None:
 
 def test_dvc_in_this_project_starts_no_network_daemon() -> None:
     """DVC spawns a detached `dvc daemon analytics` (and, until it has reached its update server once, an updater
-    daemon) after every command unless told not to: a network attempt at run time, and on 2 cores a process that
-    competes with the next stage. The committed .dvc/config turns both off, for the CLI and for plain `dvc`."""
+    daemon) after every command unless told not to: a network attempt at run time, which the project never
+    needs. The committed .dvc/config turns both off, for the CLI and for plain `dvc`."""
     root = Path(__file__).resolve().parents[1]
     env = {key: value for key, value in os.environ.items() if key not in ("DVC_NO_ANALYTICS", "CI", "DVC_TEST")}
     result = subprocess.run([sys.executable, "-m", "dvc", "config", "--list", "--project"], cwd=root,
