@@ -125,6 +125,22 @@ def test_fast_and_plain_dvc_see_the_same_changes(project: Path) -> None:
 
 
 @pytest.mark.dvc
+def test_fast_and_plain_dvc_write_the_same_lock_file(project: Path, tmp_path: Path) -> None:
+    """dvc_fast keeps the dvc.lock document it wrote for the next stage's rewrite instead of re-parsing it: the
+    file must come out byte for byte as plain DVC writes it, over several rewrites in one process."""
+    twin = tmp_path / "twin"
+    shutil.copytree(project, twin, symlinks=True)
+    subprocess.run([str(DVC), "config", "core.site_cache_dir", str(twin / ".dvc" / "site_cache")], cwd=twin,
+                   check=True, env=ENV, timeout=120)
+    for edit in (None, "in/f03.txt", "code.py"):
+        for root in (project, twin):
+            if edit:
+                (root / edit).write_text((root / edit).read_text() + "more\n")
+            _dvc(root, "repro", "--single-item", *ABCD, fast=root == project)
+        assert (project / "dvc.lock").read_bytes() == (twin / "dvc.lock").read_bytes(), edit
+
+
+@pytest.mark.dvc
 def test_a_repro_reruns_the_chain_through_a_rewritten_folder(project: Path) -> None:
     """One process checks `a` (hashing its output mid/), runs it (rewriting mid/ with files of the same sizes),
     hashes mid/ again for dvc.lock, then checks `b`, whose dependency is mid/: both must see the new mid/, not
