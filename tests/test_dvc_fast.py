@@ -4,6 +4,7 @@ after each kind of edit, and re-run a chain of stages as plain `dvc` would."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -249,3 +250,27 @@ def test_dvc_in_this_project_starts_no_network_daemon() -> None:
                              text=True, timeout=120, env=env)
     assert "Analytics is disabled" in verbose.stdout + verbose.stderr
     assert "Spawned" not in verbose.stdout + verbose.stderr
+
+
+def test_a_spliced_lock_file_equals_dvcs_full_dump(tmp_path: Path) -> None:
+    """The project's own dvc.lock (long wrapped commands, nested params): entries changed at the start, middle
+    and end and one added, re-emitted alone, give the bytes of DVC's dump of the whole document."""
+    from dvc.utils.serialize import _yaml
+
+    from harness.dvc_fast import _entry_ids, _spliced
+
+    lock = tmp_path / "dvc.lock"
+    shutil.copy(Path(__file__).resolve().parents[1] / "dvc.lock", lock)
+    data = _yaml.parse_yaml_for_update(lock.read_text(), str(lock))
+    before = _entry_ids(data)
+    names = list(data["stages"])
+    for name in (names[0], names[len(names) // 2], names[-1], "zz-added@stage"):
+        entry = json.loads(json.dumps(data["stages"].get(name, data["stages"][names[1]])))
+        entry["cmd"] += " --one-more-flag-long-enough-to-wrap-differently"
+        entry["outs"][0]["md5"] = "0123456789abcdef0123456789abcdef"
+        data["stages"].update({name: entry})  # as DVC's Lockfile.dump_stages does
+    full = io.StringIO()
+    _yaml._dump(data, full)
+    assert _spliced(str(lock), data, before, _yaml._dump) == full.getvalue()
+    del data["stages"][names[1]]
+    assert _spliced(str(lock), data, before, _yaml._dump) is None  # a removal: left to DVC's full dump
