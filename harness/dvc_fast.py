@@ -293,6 +293,8 @@ def _spliced(path: str, data: Any, before: Any, dump: Any) -> str | None:
     (top_before, stages_before), (top_now, stages_now) = before, now
     if [key for key, _ in top_now] != [key for key, _ in top_before] or top_now[-1][0] != "stages":
         return None
+    if not {key for key, _ in top_now} <= {"schema", "stages"}:
+        return None  # e.g. `datasets`, which DVC edits in place: only a full dump is sure to carry that
     if any(value != dict(top_before)[key] for key, value in top_now if key != "stages"):
         return None
     if any(key not in stages_now for key in stages_before):
@@ -360,11 +362,27 @@ def patch_lock_rewrites() -> None:
     if getattr(original, "visbench_cached", False):
         return
     written: dict[str, tuple[tuple[int, ...], Any]] = {}
+    # Only Lockfile.dump_stages goes the fast way: its one change to the document is `stages.update(...)`, which
+    # replaces whole entries (what _spliced detects). Other writers (dvc.yaml edits, datasets, removals) may
+    # change the document in place, so they get DVC's own parse and dump.
+    in_dump_stages = [False]
+    dump_stages = dvcfile.Lockfile.dump_stages
+
+    def marked_dump_stages(self: Any, *args: Any, **kwargs: Any) -> Any:
+        in_dump_stages[0] = True
+        try:
+            return dump_stages(self, *args, **kwargs)
+        finally:
+            in_dump_stages[0] = False
 
     @contextmanager
     def modify_yaml(path: Any, fs: Any = None) -> Iterator[Any]:
         where = os.path.abspath(os.fspath(path))
         kept = written.pop(where, None)
+        if not in_dump_stages[0]:
+            with original(path, fs=fs) as data:
+                yield data
+            return
         try:
             now = _stat_key(os.stat(where))
         except OSError:
@@ -386,6 +404,7 @@ def patch_lock_rewrites() -> None:
 
     modify_yaml.visbench_cached = True  # type: ignore[attr-defined]
     dvcfile.modify_yaml = modify_yaml
+    dvcfile.Lockfile.dump_stages = marked_dump_stages
 
 
 @contextmanager
