@@ -9,15 +9,16 @@ hashes of the same folders and source files, rebuilt for every stage that depend
 per target; a scan of params.yaml per parameter; four nested edits of .dvc/tmp/rwlock per stage, each with
 ~6 kB of command line beside every locked path. Each has a patch below (measured: 24 s -> 7.0 s; on the
 generated 14 × 20 grid of benchmarks/dvc_scale.py, 23.3 s -> 4.9 s). And after each stage that runs, DVC
-re-parsed the 12k-line dvc.lock it had just written (~3 s a stage, also patched). Everything else is DVC's. The CLI runs
-DVC this way; `dvc` itself works the same, only slower (tests/test_dvc_fast.py checks both see the same
-changes after each kind of edit, that a chain of stages re-runs through a rewritten folder, and that a running
-stage still holds its path locks).
+re-parsed and re-dumped the 28k-line dvc.lock it had just written (~5 s a stage, also patched). Everything
+else is DVC's. The CLI runs DVC this way; `dvc` itself works the same, only slower (tests/test_dvc_fast.py
+checks both see the same changes after each kind of edit and write the same dvc.lock bytes, that a chain of
+stages re-runs through a rewritten folder, and that a running stage still holds its path locks).
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import marshal
 import os
 import stat as stat_module
@@ -285,8 +286,6 @@ def _spliced(path: str, data: Any, before: Any, dump: Any) -> str | None:
     next line with two spaces of indentation or none. Changed entries are replaced in place, new ones appended
     (a mapping's update keeps old keys in place and adds new ones at its end); anything else (a key removed,
     another top-level key changed, `stages` not the file's last key) is left to the full dump."""
-    import io
-
     now = _entry_ids(data)
     if before is None or now is None:
         return None
@@ -349,7 +348,7 @@ def _stage_blocks(lines: list[str]) -> dict[str, tuple[int, int]] | None:
 def patch_lock_rewrites() -> None:
     """After each stage that runs, DVC rewrites dvc.lock: a comment-preserving (round-trip) parse of the whole
     file, one entry changed, a dump. ruamel's round-trip parser is pure Python: ~3 s of the ~5 s DVC added to
-    every stage in this project (12k-line dvc.lock), measured in a clone running a 9-stage grid. Here the
+    every stage in this project (28k-line dvc.lock), measured in a clone running a 9-stage grid. Here the
     document this process last wrote is kept with the file's stat after the write, and the next rewrite starts
     from it instead of re-parsing, as long as nothing else touched the file (any write changes its mtime and
     ctime). The dump (the other ~1.9 s) then re-emits only the entries that changed, with DVC's dumper, into
@@ -375,19 +374,18 @@ def patch_lock_rewrites() -> None:
         finally:
             in_dump_stages[0] = False
 
+    def current(where: str) -> tuple[int, ...] | None:
+        try:
+            return _stat_key(os.stat(where))
+        except OSError:
+            return None
+
     @contextmanager
     def modify_yaml(path: Any, fs: Any = None) -> Iterator[Any]:
         where = os.path.abspath(os.fspath(path))
         kept = written.pop(where, None)
-        if not in_dump_stages[0]:
-            with original(path, fs=fs) as data:
-                yield data
-            return
-        try:
-            now = _stat_key(os.stat(where))
-        except OSError:
-            now = None
-        if (fs is not None and getattr(fs, "protocol", None) != "local") or kept is None or kept[0] != now:
+        tracked = in_dump_stages[0] and (fs is None or getattr(fs, "protocol", None) == "local")
+        if not tracked or kept is None or kept[0] != current(where):
             with original(path, fs=fs) as data:
                 yield data
         else:
@@ -400,7 +398,8 @@ def patch_lock_rewrites() -> None:
             else:
                 with open(where, "w", encoding="utf-8") as stream:
                     stream.write(text)
-        written[where] = (_stat_key(os.stat(where)), data)
+        if tracked:
+            written[where] = (current(where), data)
 
     modify_yaml.visbench_cached = True  # type: ignore[attr-defined]
     dvcfile.modify_yaml = modify_yaml

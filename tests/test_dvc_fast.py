@@ -167,7 +167,7 @@ def test_a_repro_reruns_the_chain_through_a_rewritten_folder(project: Path) -> N
 
 # In one process: a dependency's walk is a snapshot until DVC runs, checks out or commits a stage.
 SNAPSHOT = """
-import pathlib, sys
+import contextlib, pathlib, sys
 from dvc.stage import Stage
 from dvc_data.hashfile import build as build_module
 from dvc_data.hashfile.db import HashFileDB
@@ -185,10 +185,8 @@ def hashed(dry_run):
 first = hashed(True)
 (root / "folder" / "a.txt").write_text("two\\n")
 snapshot, output = hashed(True), hashed(False)  # an output's walk is never reused
-try:
-    Stage.checkout(None)  # what DVC calls when it writes into the workspace; fails here, after the reset
-except AttributeError:
-    pass
+with contextlib.suppress(AttributeError):  # Stage.checkout(None) fails here, after the reset
+    Stage.checkout(None)  # what DVC calls when it writes into the workspace
 print(first, snapshot, output, hashed(True))
 """
 
