@@ -142,6 +142,32 @@ def test_fast_and_plain_dvc_write_the_same_lock_file(project: Path, tmp_path: Pa
 
 
 @pytest.mark.dvc
+@pytest.mark.parametrize("edit", ["comments", "a comment between entries"])
+def test_a_hand_edited_lock_file_is_rewritten_as_plain_dvc_rewrites_it(project: Path, tmp_path: Path,
+                                                                       edit: str) -> None:
+    """A process's first dvc.lock rewrite starts from DVC's safe parse, which drops comments; comments a person
+    added must come out as DVC's round-trip rewrite leaves them (it keeps one even on an entry it replaces), so
+    a text with any comment goes through DVC's own parse and dump (_replay), wherever the comment is."""
+    _dvc(project, "repro", "--single-item", *ABCD, fast=False)
+    twin = tmp_path / "twin"
+    shutil.copytree(project, twin, symlinks=True)
+    subprocess.run([str(DVC), "config", "core.site_cache_dir", str(twin / ".dvc" / "site_cache")], cwd=twin,
+                   check=True, env=ENV, timeout=120)
+    for root in (project, twin):
+        lines = (root / "dvc.lock").read_text().splitlines(keepends=True)
+        at = {line: number for number, line in enumerate(lines)}
+        lines.insert(at["  b:\n"] + 1, "    # checked by hand\n")  # inside an entry that stays
+        lines.insert(at["  a:\n"] + 1, "    # inside an entry that changes\n")
+        if edit == "a comment between entries":
+            lines.insert(at["  c:\n"], "  # between entries\n")
+        (root / "dvc.lock").write_text("# edited by hand\n" + "".join(lines))
+        (root / "in" / "f03.txt").write_text("changed\n")
+        _dvc(root, "repro", "--single-item", *ABCD, fast=root == project)
+    assert (project / "dvc.lock").read_text() == (twin / "dvc.lock").read_text()
+    assert "# edited by hand" in (project / "dvc.lock").read_text()
+
+
+@pytest.mark.dvc
 def test_a_repro_reruns_the_chain_through_a_rewritten_folder(project: Path) -> None:
     """One process checks `a` (hashing its output mid/), runs it (rewriting mid/ with files of the same sizes),
     hashes mid/ again for dvc.lock, then checks `b`, whose dependency is mid/: both must see the new mid/, not
