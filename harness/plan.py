@@ -79,13 +79,14 @@ def select_runs(
 
 def _check_backbones(params: Params, backbones: list[str], grids: list[str] | None) -> None:
     """A name no grid lists: known to the registry → say which grid to add it to; else list the valid ones."""
-    from harness.backbones import list_backbones
-
     selected = grids or sorted(params.grids)
     in_grids = sorted({canonical_backbone(b) for g in selected for b in params.grids[g].backbones})
     for name in backbones:
         if name in in_grids:
             continue
+        # only here: the registry imports torch (~1.5 s of every CLI call that names a backbone otherwise)
+        from harness.backbones import list_backbones
+
         if name in list_backbones():
             raise ConfigError(f"backbone {name!r} is in no selected grid: add {stage_spelling(name)} to "
                               f"grids.<grid>.backbones in params.yaml (grids: {', '.join(selected)})")
