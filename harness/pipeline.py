@@ -273,25 +273,40 @@ def ensure_fresh(params: Params) -> bool:
     nor dvc.yaml changed since the last time this succeeded (then nothing heavy is imported at all).
     True when dvc.yaml was rewritten."""
     ensure_input_folders()
-    key = source_key(params)
-    stamp = {"source": key, "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest() if DVC_FILE.is_file()
-             else None}
+    stamp = _stamp(params)
     if STAMP.is_file() and json.loads(STAMP.read_text()) == stamp:
         return False
     changed = write(params)  # runs check_params
-    stamp["dvc_yaml"] = hashlib.sha256(DVC_FILE.read_bytes()).hexdigest()
-    write_text_atomic(STAMP, json.dumps(stamp))
+    _write_stamp(stamp)
     return changed
+
+
+def _stamp(params: Params) -> dict[str, str | None]:
+    return {"source": source_key(params),
+            "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest() if DVC_FILE.is_file() else None}
+
+
+def _write_stamp(stamp: dict[str, str | None]) -> None:
+    stamp = {**stamp, "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest()}
+    STAMP.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(STAMP, json.dumps(stamp))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     params = load_params()
     if args == ["check"]:
-        fresh = render(params)
-        if not DVC_FILE.is_file() or DVC_FILE.read_text() != fresh:
+        stamp = _stamp(params)
+        document = pipeline(params)  # runs check_params
+        if not DVC_FILE.is_file() or DVC_FILE.read_text() != HEADER + _dump(document):
             print("dvc.yaml is stale: run `visbench-harness pipeline` and commit it", file=sys.stderr)
             return 1
+        locked = yaml.load(LOCK_FILE.read_text(), Loader=_FAST_LOADER).get("stages", {}) if LOCK_FILE.is_file() \
+            else {}
+        if set(locked) <= stage_names(document):
+            # all ensure_fresh would have done (nothing to prune from dvc.lock): the next run skips the check;
+            # the image's build runs this, so each `docker run` starts ~4 s sooner
+            _write_stamp(stamp)
         print("dvc.yaml is up to date")
         return 0
     if args:

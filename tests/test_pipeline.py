@@ -58,6 +58,28 @@ def test_committed_dvc_yaml_is_a_fresh_generation(params):
     assert (ROOT / "dvc.yaml").read_text() == render(params), "dvc.yaml is stale: run `visbench-harness pipeline`"
 
 
+@pytest.mark.dvc
+def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path):
+    """`visbench-harness pipeline check` (run by the image's build) leaves the stamp a run's own check would:
+    the next run then imports no registry (no torch); a dvc.lock entry that a regeneration would prune leaves
+    no stamp, so the run still prunes it."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
+    run_check = [sys.executable, "-c", "import sys; from harness.config import load_params; from harness import "
+                 "pipeline; print(pipeline.ensure_fresh(load_params()), 'torch' in sys.modules)"]
+    check = [sys.executable, "-m", "harness.cli", "pipeline", "check"]
+    assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(run_check, cwd=clone, capture_output=True, text=True, timeout=300).stdout.split() == \
+        ["False", "False"]
+    (clone / ".dvc" / "tmp" / "visbench-pipeline.json").unlink()
+    lock = clone / "dvc.lock"
+    lock.write_text(lock.read_text() + "  gone-stage:\n    cmd: true\n")
+    assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
+    assert not (clone / ".dvc" / "tmp" / "visbench-pipeline.json").exists()
+    subprocess.run(run_check, cwd=clone, check=True, timeout=300)
+    assert "gone-stage" not in lock.read_text()
+
+
 def test_dvc_lock_pins_only_stages_dvc_yaml_defines(lock):
     from harness.pipeline import stage_names
 
