@@ -96,7 +96,8 @@ USER 10001:10001
 # Smoke test at build time: the CLI imports torch and every registry and reads params.yaml, and the image's
 # dvc.yaml is what params.yaml and the code generate. The check leaves its stamp in .dvc/tmp, so a run of the
 # image does not repeat it (~4 s of imports per `docker run`, measured with podman on a 2-core machine).
-RUN visbench-harness list > /dev/null && visbench-harness pipeline check
+RUN visbench-harness list > /dev/null && visbench-harness pipeline check \
+    && chmod a+r .dvc/tmp/visbench-pipeline.json
 
 # What the records say about the image (harness/environment.py): the commit it was built from, and its digest,
 # which exists only after the build: pass it at run time, -e VISBENCH_IMAGE_DIGEST=$(docker image inspect

@@ -274,7 +274,7 @@ def ensure_fresh(params: Params) -> bool:
     True when dvc.yaml was rewritten."""
     ensure_input_folders()
     stamp = _stamp(params)
-    if STAMP.is_file() and json.loads(STAMP.read_text()) == stamp:
+    if _read_stamp() == stamp:
         return False
     changed = write(params)  # runs check_params
     _write_stamp(stamp)
@@ -284,6 +284,15 @@ def ensure_fresh(params: Params) -> bool:
 def _stamp(params: Params) -> dict[str, str | None]:
     return {"source": source_key(params),
             "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest() if DVC_FILE.is_file() else None}
+
+
+def _read_stamp() -> object:
+    """The last stamp, or None where there is none to trust: absent, unreadable (another uid's, in a container
+    run with --user) or not JSON. The check then runs again and writes its own."""
+    try:
+        return json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _write_stamp(stamp: dict[str, str | None]) -> None:
