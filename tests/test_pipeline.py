@@ -80,6 +80,19 @@ def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path):
     assert "gone-stage" not in lock.read_text()
 
 
+def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
+    from harness import pipeline
+
+    monkeypatch.chdir(tmp_path)
+    assert pipeline._read_stamp() is None  # absent
+    pipeline.STAMP.parent.mkdir(parents=True)
+    pipeline.STAMP.write_text("{not json")
+    assert pipeline._read_stamp() is None
+    pipeline.STAMP.unlink()
+    pipeline.STAMP.mkdir()  # unreadable as a file (as another uid's 0600 file is): OSError
+    assert pipeline._read_stamp() is None
+
+
 def test_dvc_lock_pins_only_stages_dvc_yaml_defines(lock):
     from harness.pipeline import stage_names
 
