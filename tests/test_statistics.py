@@ -172,3 +172,14 @@ def test_rank_correlation_bootstraps_over_the_pairs():
     assert -1 <= result.spearman_ci.low <= result.spearman <= result.spearman_ci.high <= 1
     assert -1 <= result.kendall_ci.low <= result.kendall <= result.kendall_ci.high <= 1
     assert result == rank_correlation(x, y, seed=derived_seed("agreement", "b1", "b2"))
+
+
+def test_intervals_split_over_processes_are_the_same_bits_in_the_same_order():
+    from harness.leaderboard.statistics import bootstrap_cis
+
+    rng = np.random.default_rng(7)
+    jobs = [(rng.random(int(n)), seed) for seed, n in enumerate(rng.integers(1, 300, size=23))]
+    alone = bootstrap_cis(jobs, workers=1)
+    assert alone == [bootstrap_ci(scores, seed) for scores, seed in jobs]
+    assert bootstrap_cis(jobs, workers=2) == alone
+    assert bootstrap_cis(jobs, workers=3) == alone

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from harness.leaderboard.statistics import (
     Interval,
     PairedTest,
     PairingError,
-    bootstrap_ci,
+    bootstrap_cis,
     derived_seed,
     group_label,
     holm,
@@ -136,11 +137,9 @@ def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Pa
 def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> Analysis:
     boards = db.boards(con)
     samples = load_samples(con, records, root)
-    intervals = {
-        (run_id, name): bootstrap_ci(column, derived_seed("ci", run_id, name))
-        for run_id, run in samples.items()
-        for name, column in sorted(run.columns.items())
-    }
+    keys = [(run_id, name) for run_id, run in samples.items() for name in sorted(run.columns)]
+    jobs = [(samples[run_id].columns[name], derived_seed("ci", run_id, name)) for run_id, name in keys]
+    intervals = dict(zip(keys, bootstrap_cis(jobs, workers=_cores()), strict=True))
     names = board_names(boards)
     codes = board_codes([b["comparability_key"] for b in boards])
     stats = {
@@ -192,6 +191,10 @@ def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
             title = ", ".join([f"{task} on {dataset} ({board['split']})", board["protocol"], *extras])
             names[key] = (label, f"{title}, {key}" if clash else title)
     return names
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _board_stats(board: dict[str, Any], code: str, label: str, title: str, samples: dict[str, RunSamples]
