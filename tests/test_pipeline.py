@@ -59,25 +59,27 @@ def test_committed_dvc_yaml_is_a_fresh_generation(params):
 
 
 @pytest.mark.dvc
-def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path):
+def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path, monkeypatch):
     """`visbench-harness pipeline check` (run by the image's build) leaves the stamp a run's own check would:
-    the next run then imports no registry (no torch); a dvc.lock entry that a regeneration would prune leaves
-    no stamp, so the run still prunes it."""
+    the next run then imports no registry (no torch; a fresh process tells). A dvc.lock entry a regeneration
+    would prune (see test_regenerating_drops_the_lock_entries_of_removed_stages) leaves no stamp, so the next
+    run still regenerates and prunes. (The stamp hashes the code it runs: the first check runs the clone's.)"""
+    from harness import pipeline
+
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
-    run_check = [sys.executable, "-c", "import sys; from harness.config import load_params; from harness import "
-                 "pipeline; print(pipeline.ensure_fresh(load_params()), 'torch' in sys.modules)"]
     check = [sys.executable, "-m", "harness.cli", "pipeline", "check"]
     assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
+    monkeypatch.chdir(clone)
+    run_check = [sys.executable, "-c", "import sys; from harness.config import load_params; from harness import "
+                 "pipeline; print(pipeline.ensure_fresh(load_params()), 'torch' in sys.modules)"]
     assert subprocess.run(run_check, cwd=clone, capture_output=True, text=True, timeout=300).stdout.split() == \
         ["False", "False"]
-    (clone / ".dvc" / "tmp" / "visbench-pipeline.json").unlink()
+    pipeline.STAMP.unlink()
     lock = clone / "dvc.lock"
     lock.write_text(lock.read_text() + "  gone-stage:\n    cmd: true\n")
-    assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
-    assert not (clone / ".dvc" / "tmp" / "visbench-pipeline.json").exists()
-    subprocess.run(run_check, cwd=clone, check=True, timeout=300)
-    assert "gone-stage" not in lock.read_text()
+    assert pipeline.main(["check"]) == 0
+    assert not pipeline.STAMP.exists()
 
 
 def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
