@@ -7,8 +7,13 @@ file, so it is listed, collected and shown like any other failure.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import re
+from pathlib import Path
+
+import yaml
 
 from harness import paths
 from harness.atomic import write_text_atomic
@@ -41,13 +46,29 @@ def _upstream_failure(run: Run) -> dict | None:
     return None
 
 
+def _probe_spec(run: Run):
+    """The run's task spec, importing only the module its probe stage runs (`--code` in dvc.yaml), as the stage
+    itself does, instead of every probe module with torch and torchvision (~3 s of the CLI's time after a
+    failed run, and ~1 s more at its exit). Anything unexpected: the registry's own discovery."""
+    from harness.probes import get_probe
+
+    try:
+        stages = yaml.load(Path("dvc.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        code = re.search(r"--code (\S+)\.py\b", stages["stages"][f"{run.grid}-{run.task}"]["do"]["cmd"])
+        module = code.group(1).replace("/", ".") if code else ""
+        if module.startswith("harness.probes."):
+            importlib.import_module(module)
+    except (OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
+        pass
+    return get_probe(run.task)
+
+
 def record_upstream_failure(run: Run, upstream: dict, params: Params | None = None) -> None:
     """failures/<probe stage>.jsonl for a run that never started because `upstream` failed."""
     from harness.environment import environment_fingerprint
-    from harness.probes import get_probe
 
     params = params or load_params()
-    spec = get_probe(run.task)
+    spec = _probe_spec(run)
     block = probe_block(params, run.grid, run.task)
     pooling = block.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = block.pop("layers", None)

@@ -48,3 +48,21 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
     again = _cli(clone, "grid=default", "task=classification", "backbone=efficientnet_lite0", "build_site=false")
     assert again.returncode == 1  # DVC did not lock the failure: the same command retried it
     assert "Running stage 'extract-default-fashion_mnist@efficientnet_lite0'" in again.stdout
+
+
+@pytest.mark.parametrize("task", ["classification", "depth"])
+def test_a_run_whose_upstream_failed_gets_its_record_without_importing_every_probe(task):
+    """The failed record of a run that never started needs its task's spec: the CLI imports only the module its
+    probe stage runs (dvc.yaml's `--code`), not every probe with torch and torchvision; the spec is the one the
+    registry's full discovery finds."""
+    code = ("import sys; from harness.plan import Run; from harness.run_report import _probe_spec; "
+            f"spec = _probe_spec(Run('default', {task!r}, 'efficientnet_lite0', 'x', 'default')); "
+            "heavy = sorted(m for m in ('torch', 'torchvision') if m in sys.modules); "
+            "from harness.probes import PROBES; PROBES.discover(); "
+            f"from harness.probes import get_probe; print(spec is get_probe({task!r}), heavy)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    is_same, heavy = done.stdout.strip().split(" ", 1)
+    assert is_same == "True"
+    if task == "classification":  # a NumPy probe: nothing heavy at all
+        assert heavy == "[]"
