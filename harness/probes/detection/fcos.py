@@ -37,7 +37,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.ops import batched_nms, generalized_box_iou_loss, sigmoid_focal_loss
 
 from harness.probes.detection.annotations import Detections, GroundTruth
 
@@ -142,6 +141,10 @@ def centerness_target(x: torch.Tensor, y: torch.Tensor, boxes: torch.Tensor) -> 
 def fcos_loss(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *, num_classes: int,
               centerness: bool) -> torch.Tensor:
     """The summed FCOS loss of a batch (module docstring); `target` and `positive` come from `assign`."""
+    # torchvision here, not at the top: importing it imports torch._dynamo (~1.7 s on 2 cores), and every
+    # params.yaml check and `visbench-harness list` imports this module through the probe registry
+    from torchvision.ops import generalized_box_iou_loss, sigmoid_focal_loss
+
     out = split_outputs(raw, num_classes, centerness)
     labels = target[:, 0].long()
     one_hot = F.one_hot(labels.clamp_min(0), num_classes).permute(0, 3, 1, 2).float() * positive[:, None].float()
@@ -161,6 +164,8 @@ def fcos_loss(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *
 def decode(raw: torch.Tensor, width: int, height: int, *, num_classes: int, centerness: bool,
            score_threshold: float, pre_nms_top_k: int, nms_iou: float, max_detections: int) -> Detections:
     """One image's (C, gh, gw) raw head output → detections in pixel edges, best first."""
+    from torchvision.ops import batched_nms  # see fcos_loss
+
     out = split_outputs(raw[None], num_classes, centerness)
     gh, gw = raw.shape[1], raw.shape[2]
     probability = torch.sigmoid(out.logits[0]).permute(1, 2, 0).reshape(-1, num_classes)  # (cells, K)
