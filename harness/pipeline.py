@@ -223,19 +223,23 @@ def stage_names(document: dict[str, Any]) -> set[str]:
     return names
 
 
+def stale_lock_entries(names: set[str], path: Path = LOCK_FILE) -> list[str]:
+    """The dvc.lock entries of stages not in `names` (what prune_lock drops)."""
+    if not path.is_file():
+        return []
+    return [name for name in yaml.load(path.read_text(), Loader=_FAST_LOADER).get("stages", {}) if name not in names]
+
+
 def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
     """Drop the dvc.lock entries of stages dvc.yaml no longer defines (renamed or removed by a regeneration).
     DVC rewrites an entry only when its stage runs and never deletes one, so such entries would pin outputs that
     nothing produces, and whatever reads the lock (the dependency tests, `dvc.lock` readers) would count them.
     Written with DVC's own YAML writer, so the file stays as DVC formats it."""
-    if not path.is_file():
-        return []
-    from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
-
-    text = path.read_text()
-    stale = [name for name in yaml.load(text, Loader=_FAST_LOADER).get("stages", {}) if name not in names]
+    stale = stale_lock_entries(names, path)
     if stale:
-        lock = parse_yaml_for_update(text, str(path))
+        from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
+
+        lock = parse_yaml_for_update(path.read_text(), str(path))
         for name in stale:
             del lock["stages"][name]
         write_text_atomic(path, dumps_yaml(lock))
@@ -310,9 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         if not DVC_FILE.is_file() or DVC_FILE.read_text() != HEADER + _dump(document):
             print("dvc.yaml is stale: run `visbench-harness pipeline` and commit it", file=sys.stderr)
             return 1
-        locked = yaml.load(LOCK_FILE.read_text(), Loader=_FAST_LOADER).get("stages", {}) if LOCK_FILE.is_file() \
-            else {}
-        if set(locked) <= stage_names(document):
+        if not stale_lock_entries(stage_names(document)):
             # all ensure_fresh would have done (nothing to prune from dvc.lock): the next run skips the check;
             # the image's build runs this, so each `docker run` starts ~4 s sooner
             _write_stamp(stamp)

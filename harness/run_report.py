@@ -7,6 +7,7 @@ file, so it is listed, collected and shown like any other failure.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -52,14 +53,13 @@ def _probe_spec(run: Run):
     failed run, and ~1 s more at its exit). Anything unexpected: the registry's own discovery."""
     from harness.probes import get_probe
 
-    try:
+    # a dvc.yaml without that stage (or unreadable), or a module that will not import: get_probe discovers
+    with contextlib.suppress(OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
         stages = yaml.load(Path("dvc.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         code = re.search(r"--code (\S+)\.py\b", stages["stages"][f"{run.grid}-{run.task}"]["do"]["cmd"])
         module = code.group(1).replace("/", ".") if code else ""
         if module.startswith("harness.probes."):
             importlib.import_module(module)
-    except (OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
-        pass
     return get_probe(run.task)
 
 
