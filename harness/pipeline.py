@@ -31,6 +31,7 @@ from harness.checks import check_params
 from harness.codedeps import code_closure
 from harness.config import PARAMS_FILE, Params, load_params, probe_block, stage_spelling
 from harness.datasets.kinds import data_paths
+from harness.parse_cache import cached
 from harness.registry import PACKAGE_ROOT
 
 DVC_FILE = Path("dvc.yaml")
@@ -227,7 +228,10 @@ def stale_lock_entries(names: set[str], path: Path = LOCK_FILE) -> list[str]:
     """The dvc.lock entries of stages not in `names` (what prune_lock drops)."""
     if not path.is_file():
         return []
-    return [name for name in yaml.load(path.read_text(), Loader=_FAST_LOADER).get("stages", {}) if name not in names]
+    raw = path.read_bytes()
+    locked = cached(f"PyYAML {yaml.__version__} {_FAST_LOADER.__name__}: stage names",
+                    raw, lambda: list((yaml.load(raw.decode(), Loader=_FAST_LOADER) or {}).get("stages", {})))
+    return [name for name in locked if name not in names]
 
 
 def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:

@@ -8,9 +8,11 @@ hub file cached on the developer's machine cannot make a "weights unavailable" t
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,11 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 _EMPTY_HF_CACHE = tempfile.mkdtemp(prefix="visbench-test-empty-hf-cache-")
 os.environ["HF_HUB_CACHE"] = _EMPTY_HF_CACHE
 atexit.register(shutil.rmtree, _EMPTY_HF_CACHE, ignore_errors=True)
+# Parses of dvc.lock (harness.parse_cache) kept for this session, shared by its workers and subprocesses (they
+# inherit the variable), not in the user's ~/.cache.
+if "VISBENCH_PARSE_CACHE" not in os.environ:
+    os.environ["VISBENCH_PARSE_CACHE"] = tempfile.mkdtemp(prefix="visbench-test-parses-")
+    atexit.register(shutil.rmtree, os.environ["VISBENCH_PARSE_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,6 +39,17 @@ def repo_root(monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test with the repository root as the working directory (where params.yaml lives)."""
     monkeypatch.chdir(REPO)
     return REPO
+
+
+@pytest.fixture
+def root_dvc() -> Iterator[Path]:
+    """The repository root, held for DVC alone: two DVC commands in one workspace fail on .dvc/tmp/rwlock, and
+    scripts/test runs test modules on two workers. Tests that run DVC in the root (not a clone) take this."""
+    lock = REPO / ".dvc" / "tmp" / "tests-root-dvc.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield REPO
 
 
 @pytest.fixture(scope="session")

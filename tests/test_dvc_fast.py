@@ -259,11 +259,11 @@ def test_long_target_lists_are_shortened_for_dvc_lock_files() -> None:
     assert short_command_line(many) == ["repro", "--single-item", "--keep-going", "<200 targets>"]
 
 
-def test_dvc_in_this_project_starts_no_network_daemon() -> None:
+def test_dvc_in_this_project_starts_no_network_daemon(root_dvc: Path) -> None:
     """DVC spawns a detached `dvc daemon analytics` (and, until it has reached its update server once, an updater
     daemon) after every command unless told not to: a network attempt at run time, which the project never
     needs. The committed .dvc/config turns both off, for the CLI and for plain `dvc`."""
-    root = Path(__file__).resolve().parents[1]
+    root = root_dvc
     env = {key: value for key, value in os.environ.items() if key not in ("DVC_NO_ANALYTICS", "CI", "DVC_TEST")}
     result = subprocess.run([sys.executable, "-m", "dvc", "config", "--list", "--project"], cwd=root,
                             capture_output=True, text=True, timeout=120, env=env)

@@ -98,18 +98,18 @@ def test_cls_and_mean_tokens_of_one_vit_are_different_features(tmp_path, monkeyp
     """The issue's case: a head fitted on CLS tokens, scored on mean-pooled tokens of the same backbone."""
     images = write_image_folder(tmp_path / "images", per_split=3)
     monkeypatch.chdir(tmp_path)
-    params = image_project_params(images, ["clip_vitb32.random"])
+    params = image_project_params(images, ["dinov2_vits14.random"])
     params["probes"]["classification"]["pooling"] = "cls"
     Path("params.yaml").write_text(yaml.safe_dump(params))
     params = load_params()
     stages.prepare("tiny", params)
-    stages.extract("g", "clip_vitb32.random", "tiny", params)
-    [record] = stages.probe("g", "classification", "clip_vitb32.random", params)
-    head_path = paths.head_path("g", "classification", "clip_vitb32.random")
+    stages.extract("g", "dinov2_vits14.random", "tiny", params)
+    [record] = stages.probe("g", "classification", "dinov2_vits14.random", params)
+    head_path = paths.head_path("g", "classification", "dinov2_vits14.random")
     with pytest.raises(HeadMismatchError, match=r"pooling_resolved: the head was fitted on 'cls'; asked for 'mean'"):
-        load_probe(head_path, backbone="clip_vitb32@random", pooling="mean")
+        load_probe(head_path, backbone="dinov2_vits14@random", pooling="mean")
     with pytest.warns(UserWarning, match="pooling_resolved"):
-        loose = load_probe(head_path, backbone="clip_vitb32@random", pooling="mean", strict=False)
+        loose = load_probe(head_path, backbone="dinov2_vits14@random", pooling="mean", strict=False)
     mean_scored = loose.evaluate("tiny", pooling="mean")
     marked = mean_scored.record.protocol_params["head"]
     assert marked["comparable"] is False and marked["mismatches"][0].startswith("pooling_resolved")

@@ -214,12 +214,12 @@ def dvc_status(workspace: Path, *targets: str) -> dict:
 
 
 @pytest.mark.dvc
-def test_dvc_sees_nothing_to_reproduce(params, lock):
+def test_dvc_sees_nothing_to_reproduce(params, lock, root_dvc):
     """No-op: code, params and committed outputs all match dvc.lock for every stage of the grids whose data is
     here, their upstream stages, collect and site (absent DVC-cached data on a fresh clone aside)."""
     grids = _grids_run_here(params)
     targets = [name for name in lock if name in ("collect", "site") or _grid_of(name) in grids]
-    status = dvc_status(ROOT, *targets)
+    status = dvc_status(root_dvc, *targets)
     changed = sorted(stage for stage, entries in status.items() if _real_changes(entries))
     assert not changed, "stages out of date with dvc.lock:\n" + "\n".join(changed)
 
