@@ -130,7 +130,7 @@ def patch_yaml_loads() -> None:
             return original(path, schema, fs, encoding, round_trip)
         key = (os.path.abspath(path), stat.st_mtime_ns, stat.st_size, id(schema), encoding)
         if key not in cache:
-            if schema is not None and schema is lock_schema:
+            if schema is lock_schema:
                 cache[key] = _lock_file_parse(path, encoding, lambda: original(path, schema, fs, encoding, False))
             else:
                 cache[key] = original(path, schema, fs, encoding, round_trip)
@@ -153,6 +153,7 @@ def _lock_file_parse(path: str, encoding: str, load: Any) -> tuple[Any, str]:
     with open(path, "rb") as handle:
         raw = handle.read()
     text = raw.decode(encoding)
+
     def parse() -> Any:
         data, read = load()
         if read != text:  # the file changed between the two reads: keep nothing under these bytes
