@@ -77,13 +77,20 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 
 def run_grid(overrides: dict) -> int:
+    from harness.container_mounts import warn_if_outputs_stay_in_container
     from harness.executors import check_executor, run_stages
     from harness.run_report import find_failures, print_failures, stages_for
+    from harness.run_summary import summary_lines
 
     executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
+    build_site = overrides.get("build_site", True)
+    kept = ["results", "leaderboard", "docs", *(["site"] if build_site else [])]
+    lost = warn_if_outputs_stay_in_container(kept, dry_run=overrides.get("dry_run", False))
+    if lost:
+        log.warning("warning: %s", lost)
     if "probes" in overrides:
         from harness.experiments import run_experiment
 
@@ -105,14 +112,18 @@ def run_grid(overrides: dict) -> int:
             harness_errors.append("collect/site")
     elif code and not failed:
         harness_errors.append("dvc repro")
-    if overrides.get("build_site", True) and not harness_errors and build_html():
+    if build_site and not harness_errors and build_html():
         harness_errors.append("mkdocs build")
     print_failures(failed, len(runs))
     if harness_errors:
         log.error("finished with harness errors in: %s", ", ".join(harness_errors))
     if failed or harness_errors:
         return 1
-    log.info("all %d runs ok; records in leaderboard/corpus.jsonl, site in site/ (mkdocs serve to browse)", len(runs))
+    for line in summary_lines(runs, params):
+        log.info("%s", line)
+    where = "records in leaderboard/corpus.jsonl" + (", site in site/" if build_site else "")
+    where += " (inside this container only)" if lost else (" (mkdocs serve to browse)" if build_site else "")
+    log.info("all %d runs ok; %s", len(runs), where)
     return 0
 
 

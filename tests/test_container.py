@@ -37,6 +37,8 @@ NO_SCM_CONFIG = REPO / "docker" / "dvc-no-scm.config"
 VENV_BIN = Path(sys.executable).parent
 PINNED = re.compile(r"^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$")  # image:tag@sha256:<64 hex>
 APP_DIR = "/workspace/visbench-harness"
+# The folders a run writes that a container must mount to keep (README, docker/README.md, compose.yaml)
+OUTPUTS = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
 # Every rule the Dockerfiles silence, each with its reason written above the pragma. A new one needs the same.
 JUSTIFIED_IGNORES = {"DL3008"}  # apt versions: the digest-pinned base fixes the release; archives drop old versions
 
@@ -224,11 +226,25 @@ def test_compose_mounts_data_caches_and_outputs_and_its_gpu_file_reserves_a_gpu(
             mounts[volume["target"]] = (volume["source"], volume.get("read_only", False))
     assert mounts["/workspace/shared"][1], "the datasets are mounted read-only"
     assert mounts["/workspace/shared"][0].endswith("../../shared}")  # the checkout's ../shared
-    for output in ["features", ".dvc/cache", "results", "leaderboard", "docs"]:
+    for output in OUTPUTS:
         assert mounts[f"{APP_DIR}/{output}"] == (f"../{output}", False)
     assert "/workspace/.cache" in mounts
     repo_mounts = [v for v in compose["services"]["repo"]["volumes"] if isinstance(v, dict)]
     assert (repo_mounts[0]["source"], repo_mounts[0]["target"]) == ("..", APP_DIR)  # the whole checkout
+
+
+@pytest.mark.parametrize("document", ["README.md", "docker/README.md"])
+def test_the_documented_runs_mkdir_and_mount_every_output_folder(document: str) -> None:
+    """Each documented `docker run` that keeps its outputs creates and mounts the same folders as compose does,
+    site/ included: a folder left out is written inside the container and lost with it."""
+    text = (REPO / document).read_text()
+    for mkdir in re.findall(r"^mkdir -p (.+)$", text, re.MULTILINE):
+        assert mkdir.split() == OUTPUTS
+    runs = [block for block in re.split(r"\n\n", text) if '-v "$PWD/results:' in block]
+    assert runs
+    for block in runs:
+        mounted = re.findall(rf'-v "\$PWD/([^:]+):{re.escape(APP_DIR)}/([^"]+)"', block)
+        assert [source for source, _ in mounted] == OUTPUTS and all(s == t for s, t in mounted)
 
 
 def test_dockerignore_keeps_what_the_image_needs_and_leaves_out_local_state() -> None:

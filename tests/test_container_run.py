@@ -39,7 +39,7 @@ APP_DIR = "/workspace/visbench-harness"
 RUN = ["grid=default", "task=retrieval", "backbone=efficientnet_lite0"]
 STAGE = "default-retrieval@efficientnet_lite0"
 # The folders the documented run mounts from the checkout (README, "Run in Docker"); `mkdir -p` them first.
-MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs"]
+MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
 # CI runs as root, where "owned by the caller" could not tell the caller from the container's root: an
 # unprivileged stand-in uid then owns the checkout and runs the container instead.
 STAND_IN_UID = 4242
@@ -184,6 +184,10 @@ def test_the_cli_is_the_entrypoint(image: Built) -> None:
     plan = _docker_run(image, IMAGE, "task=edge", "dry_run=true")
     assert plan.returncode == 0, _output(plan)
     assert "scenes-edge@efficientnet_lite0" in plan.stdout, _output(plan)
+    # nothing is mounted: before any work the CLI says a real run's outputs would be lost, and how to keep them
+    warning = next((line for line in plan.stdout.splitlines() if "not mounted from the host" in line), "")
+    assert "results/, leaderboard/, docs/, site/ are not mounted" in warning and "would stay" in warning, plan.stdout
+    assert f'-v "$PWD/leaderboard:{APP_DIR}/leaderboard"' in warning, warning
 
 
 def test_the_image_is_labelled_non_root_and_names_its_commit(image: Built) -> None:
@@ -230,9 +234,14 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
     result = _docker_run(image, "--user", f"{uid}:{gid}", "-e", f"VISBENCH_IMAGE_DIGEST={image.id}", *mounts,
                          IMAGE, *RUN, timeout=1800, cwd=checkout)
     assert result.returncode == 0, _output(result)
+    assert "not mounted from the host" not in result.stdout, _output(result)  # every output folder is mounted
 
     record = _record(checkout)
     assert record.status == "ok"
+    # the run's own number in its last lines, and the HTML site in the mounted site/
+    assert re.search(rf"^  {re.escape(STAGE)}  map  {record.metrics['map']:.4f}$", result.stdout, re.MULTILINE), \
+        _output(result)
+    assert (checkout / "site" / "index.html").is_file()
     assert record.environment.image == f"{IMAGE}@{image.id}+rev.{image.commit}"
     assert record.environment.git_commit == image.commit  # the image's copy has no git: the baked commit
     assert record.environment.cuda == _lock_version("nvidia-cuda-runtime")
