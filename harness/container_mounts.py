@@ -69,7 +69,7 @@ def warn_if_outputs_stay_in_container(folders: list[str], dry_run: bool) -> str 
     if not lost:
         return None
     mounts = " ".join(f'-v "$PWD/{folder}:{APP_DIR}/{folder}"' for folder in lost)
-    verb = "would stay" if dry_run else "stay"
+    verb = "would stay" if dry_run else "stays"
     return (f"inside a container, {', '.join(f'{f}/' for f in lost)} {'is' if len(lost) == 1 else 'are'} not "
             f"mounted from the host: what this run writes there {verb} in the container and is gone with it; "
             f"to keep it, mkdir those folders and add {mounts} (README, Run in Docker)")
