@@ -64,6 +64,8 @@ def test_the_warning_names_the_mounts_that_keep_the_outputs(monkeypatch):
     assert "results/, site/ are not mounted" in message and "would stay in the container" in message
     assert '-v "$PWD/results:/workspace/visbench-harness/results"' in message
     assert '-v "$PWD/site:/workspace/visbench-harness/site"' in message and "leaderboard:" not in message
+    real_run = container_mounts.warn_if_outputs_stay_in_container(["results"], dry_run=False)
+    assert real_run is not None and "results/ is not mounted" in real_run and "writes there stays in" in real_run
     monkeypatch.setattr(container_mounts, "in_container", lambda: False)
     assert container_mounts.warn_if_outputs_stay_in_container(["results"], dry_run=False) is None
 
