@@ -88,9 +88,9 @@ def run_grid(overrides: dict) -> int:
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
     build_site = overrides.get("build_site", True)
     kept = ["results", "leaderboard", "docs", *(["site"] if build_site else [])]
-    lost = warn_if_outputs_stay_in_container(kept, dry_run=overrides.get("dry_run", False))
-    if lost:
-        log.warning("warning: %s", lost)
+    unmounted = warn_if_outputs_stay_in_container(kept, dry_run=overrides.get("dry_run", False))
+    if unmounted:
+        log.warning("warning: %s", unmounted)
     if "probes" in overrides:
         from harness.experiments import run_experiment
 
@@ -114,15 +114,17 @@ def run_grid(overrides: dict) -> int:
         harness_errors.append("dvc repro")
     if build_site and not harness_errors and build_html():
         harness_errors.append("mkdocs build")
+    # the numbers of the runs that are ok, then (ending the output) the table of those that failed
+    failed_stages = {run.stage for run, _, _ in failed}
+    for line in summary_lines([run for run in runs if run.stage not in failed_stages], params):
+        log.info("%s", line)
     print_failures(failed, len(runs))
     if harness_errors:
         log.error("finished with harness errors in: %s", ", ".join(harness_errors))
     if failed or harness_errors:
         return 1
-    for line in summary_lines(runs, params):
-        log.info("%s", line)
     where = "records in leaderboard/corpus.jsonl" + (", site in site/" if build_site else "")
-    where += " (inside this container only)" if lost else (" (mkdocs serve to browse)" if build_site else "")
+    where += " (inside this container only)" if unmounted else (" (mkdocs serve to browse)" if build_site else "")
     log.info("all %d runs ok; %s", len(runs), where)
     return 0
 

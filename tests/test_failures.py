@@ -37,6 +37,7 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
     assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
     assert "FAILED: 1 of 1 selected runs" in first.stdout and RUN in first.stdout
     assert "SHA-256" in first.stdout and "retry" in first.stdout
+    assert "results (headline metric" not in first.stdout  # the kept record's number is not this run's result
     assert subprocess.run(["git", "diff", "--quiet", "--", *kept], cwd=clone).returncode == 0, "good data changed"
     [attempt] = [json.loads(line) for line in (clone / "leaderboard" / "failures.jsonl").read_text().splitlines()]
     assert attempt["run_id"] == RUN and attempt["status"] == "failed"
