@@ -29,28 +29,31 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
 
 
-def mounts(mountinfo: Path = MOUNTINFO) -> dict[Path, str]:
-    """Mount point -> filesystem type, as this process sees them (proc(5): the fifth field, and the first
-    after the " - " separator); a later mount over the same point wins, as it does for the path."""
+def mounts(mountinfo: Path = MOUNTINFO) -> dict[Path, tuple[str, str]]:
+    """Mount point -> (filesystem type, the directory of that filesystem mounted there), as this process sees
+    them (proc(5): the fifth and fourth fields, and the first after the " - " separator); a later mount over the
+    same point wins, as it does for the path."""
     table = {}
     for line in mountinfo.read_text().splitlines():
         before, _, after = line.partition(" - ")
         fields = before.split(" ")
         if len(fields) > 4 and after:
-            table[Path(_unescape(fields[4]))] = after.split(" ")[0]
+            table[Path(_unescape(fields[4]))] = (after.split(" ")[0], _unescape(fields[3]))
     return table
 
 
 def unmounted(folders: Iterable[str], mountinfo: Path = MOUNTINFO) -> list[str]:
-    """The folders that lie in the container's writable layer: no mount point at or above them but the root,
-    and the root an overlay (Docker's and podman's image layers; a VM or a machine built from an image that
-    merely left a /.dockerenv behind has an ordinary root filesystem). An unreadable mountinfo reports nothing:
-    a warning that cannot be checked is not given."""
+    """The folders that lie in the container's own root filesystem: no mount point at or above them but the
+    root, and the root an image's layers: an overlay (Docker's and podman's default storage) or a directory of
+    the host's disk (podman's vfs storage). A VM or a machine built from an image that merely left a /.dockerenv
+    behind has an ordinary root filesystem, mounted whole. An unreadable mountinfo reports nothing: a warning
+    that cannot be checked is not given."""
     try:
         table = mounts(mountinfo)
     except OSError:
         return []
-    if table.get(Path("/"), "") not in CONTAINER_LAYERS:
+    fstype, source = table.get(Path("/"), ("", "/"))
+    if fstype not in CONTAINER_LAYERS and source == "/":
         return []
     points = [point for point in table if point != Path("/")]
     lost = []

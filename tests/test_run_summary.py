@@ -25,6 +25,10 @@ WHOLE_CHECKOUT = """\
 85 58 0:40 / / rw,relatime - overlay overlay rw,lowerdir=/l/A,upperdir=/u/diff,workdir=/u/work
 96 85 254:0 /tmp/co /app rw,relatime - ext4 /dev/vda rw
 """
+VFS = """\
+60 55 254:0 /var/lib/containers/storage/vfs/dir/1f2e / rw,relatime - ext4 /dev/vda rw
+96 60 254:0 /tmp/co/leaderboard /app/leaderboard rw,relatime - ext4 /dev/vda rw
+"""
 MACHINE = """\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
 22 27 0:21 / /proc rw,relatime - proc proc rw
@@ -34,7 +38,7 @@ MACHINE = """\
 @pytest.fixture
 def mountinfo(tmp_path: Path):
     def write(text: str) -> Path:
-        path = tmp_path / "mountinfo"
+        path = tmp_path / f"mountinfo-{len(list(tmp_path.iterdir()))}"
         path.write_text(text)
         return path
 
@@ -43,7 +47,9 @@ def mountinfo(tmp_path: Path):
 
 def test_folders_outside_every_mount_of_an_overlay_root_are_reported(mountinfo):
     info = mountinfo(CONTAINER)
-    assert container_mounts.mounts(info)[Path("/app/my site")] == "ext4"
+    assert container_mounts.mounts(info)[Path("/app/my site")] == ("ext4", "/tmp/co/my site")
+    # podman's vfs storage: the root is a directory of the host's disk, not an overlay
+    assert container_mounts.unmounted(["/app/results", "/app/leaderboard"], mountinfo(VFS)) == ["/app/results"]
     assert container_mounts.unmounted(["/app/results", "/app/leaderboard", "/app/leaderboard/boards",
                                        "/app/my site", "/app/site"], info) == ["/app/results", "/app/site"]
 
