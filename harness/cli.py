@@ -77,7 +77,7 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 
 def run_grid(overrides: dict) -> int:
-    from harness.container_mounts import warn_if_outputs_stay_in_container
+    from harness.container_mounts import unmounted_outputs_warning
     from harness.executors import check_executor, run_stages
     from harness.run_report import find_failures, print_failures, stages_for
     from harness.run_summary import summary_lines
@@ -88,7 +88,7 @@ def run_grid(overrides: dict) -> int:
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
     build_site = overrides.get("build_site", True)
     kept = ["results", "leaderboard", "docs", *(["site"] if build_site else [])]
-    unmounted = warn_if_outputs_stay_in_container(kept, dry_run=overrides.get("dry_run", False))
+    unmounted = unmounted_outputs_warning(kept, dry_run=overrides.get("dry_run", False))
     if unmounted:
         log.warning("warning: %s", unmounted)
     if "probes" in overrides:

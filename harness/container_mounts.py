@@ -64,15 +64,15 @@ def unmounted(folders: Iterable[str], mountinfo: Path = MOUNTINFO) -> list[str]:
     return lost
 
 
-def warn_if_outputs_stay_in_container(folders: list[str], dry_run: bool) -> str | None:
+def unmounted_outputs_warning(folders: list[str], dry_run: bool) -> str | None:
     """The one-line warning for a run inside a container whose output folders are not mounted, else None."""
     if not in_container():
         return None
     lost = unmounted(folders)
     if not lost:
         return None
-    mounts = " ".join(f'-v "$PWD/{folder}:{APP_DIR}/{folder}"' for folder in lost)
+    options = " ".join(f'-v "$PWD/{folder}:{APP_DIR}/{folder}"' for folder in lost)
     verb = "would stay" if dry_run else "stays"
     return (f"inside a container, {', '.join(f'{f}/' for f in lost)} {'is' if len(lost) == 1 else 'are'} not "
             f"mounted from the host: what this run writes there {verb} in the container and is gone with it; "
-            f"to keep it, mkdir those folders and add {mounts} (README, Run in Docker)")
+            f"to keep it, mkdir those folders and add {options} (README, Run in Docker)")

@@ -65,15 +65,15 @@ def test_the_warning_names_the_mounts_that_keep_the_outputs(monkeypatch):
     monkeypatch.setattr(container_mounts, "in_container", lambda: True)
     monkeypatch.setattr(container_mounts, "unmounted",
                         lambda folders: [f for f in folders if f != "leaderboard"])
-    message = container_mounts.warn_if_outputs_stay_in_container(["results", "leaderboard", "site"], dry_run=True)
+    message = container_mounts.unmounted_outputs_warning(["results", "leaderboard", "site"], dry_run=True)
     assert message is not None and "\n" not in message
     assert "results/, site/ are not mounted" in message and "would stay in the container" in message
     assert '-v "$PWD/results:/workspace/visbench-harness/results"' in message
     assert '-v "$PWD/site:/workspace/visbench-harness/site"' in message and "leaderboard:" not in message
-    real_run = container_mounts.warn_if_outputs_stay_in_container(["results"], dry_run=False)
+    real_run = container_mounts.unmounted_outputs_warning(["results"], dry_run=False)
     assert real_run is not None and "results/ is not mounted" in real_run and "writes there stays in" in real_run
     monkeypatch.setattr(container_mounts, "in_container", lambda: False)
-    assert container_mounts.warn_if_outputs_stay_in_container(["results"], dry_run=False) is None
+    assert container_mounts.unmounted_outputs_warning(["results"], dry_run=False) is None
 
 
 def test_the_summary_is_each_runs_committed_headline(repo_root):
