@@ -78,6 +78,7 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 def run_grid(overrides: dict) -> int:
     from harness.container_mounts import unmounted_outputs_warning
+    from harness.cpu_bf16 import slow_bf16_warning
     from harness.executors import check_executor, run_stages
     from harness.run_report import find_failures, print_failures, stages_for
     from harness.run_summary import summary_lines
@@ -91,6 +92,9 @@ def run_grid(overrides: dict) -> int:
     unmounted = unmounted_outputs_warning(kept, dry_run=overrides.get("dry_run", False))
     if unmounted:
         log.warning("warning: %s", unmounted)
+    slow = slow_bf16_warning(params.settings.precision, executor)
+    if slow:
+        log.warning("warning: %s", slow)
     if "probes" in overrides:
         from harness.experiments import run_experiment
 
