@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.executors import DEFAULT as LOCAL_EXECUTOR
+
 CPUINFO = Path("/proc/cpuinfo")
 # /proc/cpuinfo names of the instructions oneDNN uses for bf16 matmuls and convolutions: x86's "flags" line
 # (Cooper Lake, Sapphire Rapids and later Intel; Zen 4 and later AMD), aarch64's "Features" line (Armv8.6)
@@ -38,7 +40,7 @@ def native_bf16_cpu(cpuinfo: Path | None = None) -> bool | None:
 def slow_bf16_warning(precision: str, executor: str, cpuinfo: Path | None = None) -> str | None:
     """The one-line warning for bf16 extraction on this machine's CPU without bf16 instructions, else None.
     Only for the local executor: a cluster's nodes may have other CPUs (or GPUs)."""
-    if precision != "bf16" or executor != "local" or native_bf16_cpu(cpuinfo) is not False:
+    if precision != "bf16" or executor != LOCAL_EXECUTOR or native_bf16_cpu(cpuinfo) is not False:
         return None
     import torch  # only here: a bare run at fp32 never pays for the import
 
