@@ -4,6 +4,7 @@ would have made itself."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +98,21 @@ def test_features_with_the_early_decode_equal_those_without(tmp_path):
 def test_the_preprocessing_a_family_declares_is_the_one_it_builds(name):
     # otherwise every early decode of that backbone is thrown away (correct, but slower)
     assert declared_preprocess(name) == create_backbone(name).preprocess
+
+
+def test_features_decoded_one_batch_ahead_in_a_thread_equal_those_decoded_in_turn(tmp_path, monkeypatch):
+    """The decode thread runs only where a core is free beyond torch's (never on the pinned test workers nor on
+    a 2-core machine at 2 threads), so both paths are forced here."""
+    import harness.extract as extract
+
+    manifest = _manifest(tmp_path, images=5)
+    backbone = create_backbone("cifar_resnet20@random")
+    monkeypatch.setattr(extract, "usable_cores", lambda: torch.get_num_threads())
+    in_turn = _extract(backbone, manifest, tmp_path / "in_turn", 2)
+    pools = []
+    monkeypatch.setattr(extract, "ThreadPoolExecutor", lambda **kw: pools.append(kw) or ThreadPoolExecutor(**kw))
+    monkeypatch.setattr(extract, "usable_cores", lambda: torch.get_num_threads() + 1)
+    ahead = _extract(backbone, manifest, tmp_path / "ahead", 2)
+    assert len(pools) == 1  # the thread path ran
+    for path, arrays in in_turn.items():
+        assert all(np.array_equal(a, b) for a, b in zip(ahead[path], arrays, strict=True))
