@@ -1,4 +1,4 @@
-"""Shared test setup: no network, an empty Hugging Face cache, the repository root, and one core per xdist worker.
+"""Shared test setup: no network, an empty Hugging Face cache, the repository root, and each xdist worker its cores.
 
 The environment is set at import, before any test module imports `huggingface_hub` (which reads
 `HF_HUB_OFFLINE` and `HF_HUB_CACHE` once, at import): hub lookups then fail fast and locally, and a
@@ -16,23 +16,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def _pin_xdist_worker_to_one_core() -> None:
-    """Under `pytest -n N` on N cores, worker i runs on core i alone, before torch is imported.
+def _pin_xdist_worker_to_its_cores() -> None:
+    """Under `pytest -n N`, worker i runs on its own 1/N of the usable cores, set before torch is imported.
 
     Every process a test starts inherits the affinity (stage commands, DVC, slurmd's jobs, podman's container), so
-    torch sizes its pool to the one core (`torch.get_num_threads()` follows the affinity) and the records say
-    `1threads`. Unpinned, two workers each ran torch with 2 OpenMP threads on the 2 cores, whose threads spin at
-    every barrier while their peer is descheduled: on the AVX2-only 2-core CI machine the suite's pytest took
-    443 s unpinned and 355 s pinned (the container module alone 251 s -> 141 s). A host run and a container run
-    that a test compares bit for bit are started by the same worker, so they share the thread count."""
+    torch sizes its pool to the worker's share (`torch.get_num_threads()` follows the affinity) and the records
+    say so (`1threads` on 2 cores). Unpinned, the two workers of `scripts/test` each ran torch with 2 OpenMP
+    threads on the 2 cores, and the threads spin at every barrier while their peer is descheduled: on the
+    AVX2-only 2-core CI machine pytest took 443 s unpinned, 355 s and 316 s pinned (the container module alone
+    251 s -> 141 s). A host run and a container run that a test compares bit for bit come from the same worker,
+    so they share the thread count."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if worker.startswith("gw") and worker[2:].isdigit() and count == len(cores) > 1:
-        os.sched_setaffinity(0, {cores[int(worker[2:])]})
+    if worker.startswith("gw") and worker[2:].isdigit() and 1 < count <= len(cores):
+        share, index = len(cores) // count, int(worker[2:])
+        os.sched_setaffinity(0, set(cores[index * share:(index + 1) * share]))
 
 
-_pin_xdist_worker_to_one_core()
+_pin_xdist_worker_to_its_cores()
 
 import numpy as np  # noqa: E402  (after the pinning: torch reads the affinity when it is imported)
 import pytest  # noqa: E402
