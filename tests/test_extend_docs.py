@@ -119,14 +119,23 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "mine"], cwd=clone,
                    check=True)
     corpus = (clone / "leaderboard" / "corpus.jsonl").read_bytes()
-    run = subprocess.run([sys.executable, "-m", "harness.cli", "grid=mine", "task=retrieval",
-                          "backbone=tiny_net@random", "probes.retrieval.recall_at=[1,2]"], cwd=clone,
-                         capture_output=True, text=True, timeout=900, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
-            if line.startswith("mine-retrieval@tiny_net.random ")}
-    assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
-    assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
+    command = [sys.executable, "-m", "harness.cli", "grid=mine", "task=retrieval", "backbone=tiny_net@random",
+               "probes.retrieval.recall_at=[1,2]"]
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for attempt in ("first", "again"):  # again: the same override on the same commit replaces its experiment
+        run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
+        assert run.returncode == 0, attempt + run.stdout[-3000:] + run.stderr[-3000:]
+        rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
+                if line.startswith("mine-retrieval@tiny_net.random ")}
+        assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
+        assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
+        # the probe alone ran: the prepared data and the features came from DVC's cache
+        ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
+        assert ran in ([], ["mine-retrieval@tiny_net.random"]), (attempt, ran)  # [] = the run cache restored it
+        assert "Stage 'extract-mine-my_images@tiny_net.random' didn't change" in run.stdout + run.stderr, attempt
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], cwd=clone,
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert len([ref for ref in refs if ref.startswith("refs/exps/") and "override-" in ref]) == 1, refs
     assert (clone / "leaderboard" / "corpus.jsonl").read_bytes() == corpus
     assert subprocess.run(["git", "status", "--porcelain", "--", "results", "leaderboard", "dvc.lock"], cwd=clone,
                           capture_output=True, text=True).stdout == ""
