@@ -61,7 +61,7 @@ def run_experiment(params: Params, runs: list[Run], overrides: dict[str, Any], d
     if dry_run:
         return 0
     ref = experiment_ref(name)
-    if ref and _git(["show-ref", "--verify", "--quiet", ref]) is not None:
+    if ref and _exists(ref):
         # the same override on this commit before: drop that experiment instead of passing `--force`, which makes
         # `dvc exp run` reproduce every stage upstream of the probes too (a prepare and an extraction re-ran for a
         # 0.1 s probe: 35 s against 22 s on the default grid, and hours for a large grid's extractions)
@@ -96,13 +96,17 @@ def experiment_ref(name: str) -> str | None:
     return f"refs/exps/{head[:2]}/{head[2:]}/{name}" if head else None
 
 
+def _exists(ref: str) -> bool:
+    return _git(["show-ref", "--verify", "--quiet", ref]) is not None
+
+
 def compare_with_committed(name: str, runs: list[Run]) -> str:
     """Every metric of each selected run: the committed record (HEAD) beside the experiment's."""
     from harness import paths
     from harness.records import parse_record
 
     ref = experiment_ref(name)
-    if ref is None or _git(["show-ref", "--verify", "--quiet", ref]) is None:
+    if ref is None or not _exists(ref):
         return f"experiment {name}: no git ref found (dvc exp show lists what exists)"
     lines = [f"{'run':<44} {'metric':<20} {'committed':>10} {name:>20}"]
     for run in runs:

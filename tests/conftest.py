@@ -23,8 +23,8 @@ def _pin_xdist_worker_to_its_cores() -> None:
     torch sizes its pool to the worker's share (`torch.get_num_threads()` follows the affinity) and the records
     say so (`1threads` on 2 cores). Unpinned, the two workers of `scripts/test` each ran torch with 2 OpenMP
     threads on the 2 cores, and the threads spin at every barrier while their peer is descheduled: on the
-    AVX2-only 2-core CI machine pytest took 443 s unpinned, 355 s and 316 s pinned (the container module alone
-    251 s -> 141 s). A host run and a container run that a test compares bit for bit come from the same worker,
+    AVX2-only 2-core CI machine pytest took 443 s unpinned and 302-355 s pinned (five runs; the container module
+    alone 251 s -> 141 s). A host run and a container run that a test compares bit for bit come from the same worker,
     so they share the thread count."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
