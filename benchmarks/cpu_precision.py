@@ -13,7 +13,7 @@ channels_last at 224², under `torch.inference_mode`, interleaved, medians of --
 - int8: post-training static quantization (torch.ao FX, per quantized engine available here, calibrated on the
   same random batch): what an int8 path would be at best; the harness offers none. The cosine similarity of its
   pooled output with fp32's says how far the numbers move.
-The CPU's bf16 flags (harness.cpu_bf16) and a matmul rate per dtype are printed with them.
+The CPU's bf16 flags (harness.cpu_bf16) and vs_visbench's matmul rate per dtype are printed with them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's harness
 
+from vs_visbench import matmul_rate  # the same rate vs_visbench's FLOP-bound limit uses
+
 from harness.cpu_bf16 import native_bf16_cpu
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
@@ -43,15 +45,6 @@ def images_per_second(forward: Forward, batch: torch.Tensor, repeats: int = 3) -
         for _ in range(repeats):
             forward(batch)
     return repeats * batch.shape[0] / (time.perf_counter() - started)
-
-
-def matmul_rate(dtype: torch.dtype, size: int) -> float:
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    torch.mm(a, b)
-    started, repeats = time.perf_counter(), 3
-    for _ in range(repeats):
-        torch.mm(a, b)
-    return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e9
 
 
 def variants(model: torch.nn.Module, batch: torch.Tensor) -> dict[str, tuple[Forward, torch.Tensor]]:
@@ -110,7 +103,8 @@ def main() -> None:
     flags = {True: "has bf16 instructions", False: "no bf16 instructions", None: "bf16 support unknown"}
     print(f"{args.model}, batch {args.batch}, 224², {args.threads} threads, torch {torch.__version__}; this CPU: "
           f"{flags[native_bf16_cpu()]}")
-    print(f"matmul GFLOP/s: fp32 {matmul_rate(torch.float32, 1024):.1f}, bf16 {matmul_rate(torch.bfloat16, 512):.1f}")
+    print(f"matmul GFLOP/s: fp32 (2048²) {matmul_rate('fp32', 2048, 5) / 1e9:.1f}, "
+          f"bf16 (512²) {matmul_rate('bf16', 512, 3) / 1e9:.1f}")
     fp32 = statistics.median(rates["fp32"])
     print(f"{'variant':<24} {'img/s':>8} {'vs fp32':>8} {'min cosine vs fp32':>19}")
     for name, measured in rates.items():
