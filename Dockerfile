@@ -59,8 +59,8 @@ ENV LANG=C.UTF-8 \
 
 # Every pip step that reaches an index mounts the optional build secret `pip_ca`: a CA bundle for a
 # TLS-intercepting proxy, used only when it was given and never written into a layer.
-# pip is pinned to the release scripts/setup's upgrade resolved to when the lock was generated, so a rebuild
-# installs with the same installer.
+# pip is pinned, so a rebuild installs with the same installer (scripts/setup installs the same locks with the same
+# flags through uv, pinned in requirements-setup.lock; tests/test_container.py keeps the two in step).
 RUN --mount=type=secret,id=pip_ca \
     groupadd --system --gid 10001 visbench \
     && useradd --system --no-log-init --uid 10001 --gid visbench --create-home --home-dir /home/visbench visbench \

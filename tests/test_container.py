@@ -124,11 +124,24 @@ def test_lock_is_installed_with_hashes_and_the_project_without_deps(path: Path) 
     assert all(len(args) == 1 and re.fullmatch(r"pip==[\d.]+", args[0]) for args in others), others
 
 
+def _setup_installs() -> list[list[str]]:
+    """scripts/setup's installs of the locks and the project (by uv, `uv_install ARGS`), as pip arguments: uv's
+    --compile-bytecode is what pip does by default. uv's own install (requirements-setup.lock) is left out."""
+    installs = []
+    for line in (REPO / "scripts" / "setup").read_text().splitlines():
+        if line.strip().startswith("uv_install "):
+            words = shlex.split(line, comments=True)
+            installs.append([a for a in words[1:] if a != "--compile-bytecode"])
+    return installs
+
+
 @dockerfiles
 def test_install_commands_are_those_of_scripts_setup(path: Path) -> None:
-    setup = (REPO / "scripts" / "setup").read_text().splitlines()
-    # setup upgrades pip to the newest release; the image pins the installer instead
-    from_setup = [args for args in _pip_installs(setup) if args != ["--upgrade", "pip"]]
+    setup = (REPO / "scripts" / "setup").read_text()
+    assert "--require-hashes -r requirements-setup.lock" in setup, "setup installs uv from its hashed lock"
+    from_setup = _setup_installs()
+    assert from_setup, "scripts/setup no longer installs through uv_install"
+    # the image pins pip and installs with it; setup installs the same locks, with the same flags, through uv
     from_image = [args for args in _pip_installs(_values(path, "RUN")) if not args[0].startswith("pip==")]
     assert from_image == from_setup
 
