@@ -15,6 +15,8 @@ import pytest
 import yaml
 from conftest import write_image_folder
 
+from harness.experiments import experiment_name
+
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
 pytestmark = pytest.mark.dvc
@@ -126,20 +128,30 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     command = [sys.executable, "-m", "harness.cli", "grid=mine", "task=retrieval", "backbone=tiny_net@random",
                "probes.retrieval.recall_at=[1,2]"]
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    for attempt in ("first", "again"):  # again: the same override on the same commit replaces its experiment
-        run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
-        assert run.returncode == 0, attempt + run.stdout[-3000:] + run.stderr[-3000:]
-        rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
-                if line.startswith("mine-retrieval@tiny_net.random ")}
-        assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
-        assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
-        # the probe alone ran: the prepared data and the features came from DVC's cache
-        ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
-        assert ran in ([], ["mine-retrieval@tiny_net.random"]), (attempt, ran)  # [] = the run cache restored it
-        assert "Stage 'extract-mine-my_images@tiny_net.random' didn't change" in run.stdout + run.stderr, attempt
-    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], cwd=clone,
-                          capture_output=True, text=True, check=True).stdout.split()
-    assert len([ref for ref in refs if "/override-" in ref]) == 1, refs  # the second replaced the first
+    # The same override run on this commit before: DVC refuses a second experiment of one name, so the run must
+    # replace it. An experiment ref of that name planted on HEAD's commit stands for the earlier run (a second real
+    # run would cost the test ~25 s).
+    head = _git(clone, "rev-parse", "HEAD").strip()
+    stale = f"refs/exps/{head[:2]}/{head[2:]}/{experiment_name(['probes.retrieval.recall_at=[1, 2]'])}"
+    _git(clone, "update-ref", stale, head)
+    run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "was run on this commit before; running it again replaces it" in run.stdout + run.stderr
+    rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
+            if line.startswith("mine-retrieval@tiny_net.random ")}
+    assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
+    assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
+    # the probe alone ran: the prepared data and the features came from DVC's cache
+    ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
+    assert ran in ([], ["mine-retrieval@tiny_net.random"]), ran  # [] = the run cache restored it
+    assert "Stage 'extract-mine-my_images@tiny_net.random' didn't change" in run.stdout + run.stderr
+    refs = _git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps").splitlines()
+    overrides = [ref.split() for ref in refs if "/override-" in ref]
+    assert len(overrides) == 1 and overrides[0][0] == stale and overrides[0][1] != head, refs  # replaced
     assert (clone / "leaderboard" / "corpus.jsonl").read_bytes() == corpus
     assert subprocess.run(["git", "status", "--porcelain", "--", "results", "leaderboard", "dvc.lock"], cwd=clone,
                           capture_output=True, text=True).stdout == ""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
