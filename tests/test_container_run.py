@@ -210,6 +210,24 @@ def test_the_image_is_labelled_non_root_and_names_its_commit(image: Built) -> No
     assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=" + ".".join(_lock_version("nvidia-cuda-runtime").split(".")[:2])
 
 
+def test_a_rebuild_of_the_same_tree_with_another_commit_names_that_commit(image: Built) -> None:
+    """Every layer is cached (the session's build, same tree), only GIT_COMMIT differs: podman's cache for LABEL and
+    ENV ignores argument values, so without the Dockerfile's RUN over the arguments this image kept the session
+    image's revision label and VISBENCH_GIT_COMMIT, and its records named the wrong commit."""
+    other, tag = "0" * 40, f"{IMAGE}-rebuilt:test"
+    ca = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    built = _run([image.docker, "build", "-q", "-t", tag, "--build-arg", f"GIT_COMMIT={other}", "--build-arg",
+                  f"BASE_IMAGE={image.base}", "--secret", f"id=pip_ca,src={ca}", "."], timeout=900, cwd=REPO)
+    try:
+        assert built.returncode == 0, _output(built)
+        inspected = json.loads(_run([image.docker, "image", "inspect", tag]).stdout)[0]
+        config = inspected.get("Config") or inspected["config"]
+        assert config["Labels"]["org.opencontainers.image.revision"] == other
+        assert dict(item.split("=", 1) for item in config["Env"])["VISBENCH_GIT_COMMIT"] == other
+    finally:
+        _run([image.docker, "rmi", "--force", tag])
+
+
 def test_the_cuda_userspace_is_the_locks_wheels(image: Built) -> None:
     """What `import torch` maps of CUDA comes from /opt/venv (the hashed nvidia-* wheels), nothing from the base;
     the driver's libcuda is absent, as the NVIDIA container toolkit mounts it from the host at run time."""
