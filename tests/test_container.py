@@ -52,6 +52,10 @@ def _values(path: Path, instruction: str) -> list[str]:
     return [i["value"] for i in _parse(path).structure if i["instruction"] == instruction]
 
 
+# Install flags that change no outcome; --compile-bytecode is uv's spelling of what pip does by default.
+NO_OUTCOME_FLAGS = ("--quiet", "-q", "--no-cache-dir", "--compile-bytecode")
+
+
 def _pip_installs(commands: list[str]) -> list[list[str]]:
     """The arguments after `pip install` of each install in `commands`, without flags that change no outcome."""
     installs = []
@@ -61,8 +65,7 @@ def _pip_installs(commands: list[str]) -> list[list[str]]:
                 continue
             words = shlex.split(step)
             args = words[words.index("install", words.index("pip")) + 1:]
-            # --compile-bytecode: uv's spelling of what pip does by default
-            installs.append([a for a in args if a not in ("--quiet", "-q", "--no-cache-dir", "--compile-bytecode")])
+            installs.append([a for a in args if a not in NO_OUTCOME_FLAGS])
     return installs
 
 
@@ -134,13 +137,13 @@ def test_lock_is_installed_with_hashes_and_the_project_without_deps(path: Path) 
 
 
 def _setup_installs() -> list[list[str]]:
-    """scripts/setup's installs of the locks and the project (by uv, `uv_install ARGS`), as pip arguments: uv's
-    --compile-bytecode is what pip does by default. uv's own install (requirements-setup.lock) is left out."""
+    """scripts/setup's installs of the locks and the project (by uv, `uv_install ARGS`), as _pip_installs gives
+    them. uv's own install (requirements-setup.lock) is left out."""
     installs = []
     for line in (REPO / "scripts" / "setup").read_text().splitlines():
         if line.strip().startswith("uv_install "):
             words = shlex.split(line, comments=True)
-            installs.append([a for a in words[1:] if a != "--compile-bytecode"])
+            installs.append([a for a in words[1:] if a not in NO_OUTCOME_FLAGS])
     return installs
 
 

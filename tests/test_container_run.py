@@ -90,10 +90,7 @@ def image(docker: str) -> Built:
     assert base.returncode == 0, _output(base)
     base_image = base.stdout.strip().splitlines()[-1]
     commit = _run(["git", "rev-parse", "HEAD"], cwd=REPO).stdout.strip()
-    # The machine's CA bundle, which holds the CA of the TLS-intercepting egress pip goes through here.
-    ca = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
-    command = [docker, "build", "-t", IMAGE, "--build-arg", f"GIT_COMMIT={commit}", "--build-arg",
-               f"BASE_IMAGE={base_image}", "--secret", f"id=pip_ca,src={ca}", "."]
+    command = _build_command(docker, IMAGE, commit, base_image)
     BUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     # Each line stamped with the seconds since the start: where a slow CI build spends its time.
@@ -116,6 +113,14 @@ def image(docker: str) -> Built:
                   timeout=600)
     assert pruned.returncode == 0, _output(pruned)
     return Built(docker, image_id if image_id.startswith("sha256:") else f"sha256:{image_id}", base_image, commit)
+
+
+def _build_command(docker: str, tag: str, commit: str, base_image: str) -> list[str]:
+    """The README's build, on the stand-in base, with the machine's CA bundle as the pip_ca secret: it holds the CA
+    of the TLS-intercepting egress pip and uv go through here."""
+    ca = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    return [docker, "build", "-t", tag, "--build-arg", f"GIT_COMMIT={commit}", "--build-arg",
+            f"BASE_IMAGE={base_image}", "--secret", f"id=pip_ca,src={ca}", "."]
 
 
 def _docker_run(image: Built, *args: str, timeout: float = 600, cwd: Path | None = None):
@@ -215,9 +220,7 @@ def test_a_rebuild_of_the_same_tree_with_another_commit_names_that_commit(image:
     ENV ignores argument values, so without the Dockerfile's RUN over the arguments this image kept the session
     image's revision label and VISBENCH_GIT_COMMIT, and its records named the wrong commit."""
     other, tag = "0" * 40, f"{IMAGE}-rebuilt:test"
-    ca = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
-    built = _run([image.docker, "build", "-q", "-t", tag, "--build-arg", f"GIT_COMMIT={other}", "--build-arg",
-                  f"BASE_IMAGE={image.base}", "--secret", f"id=pip_ca,src={ca}", "."], timeout=900, cwd=REPO)
+    built = _run(_build_command(image.docker, tag, other, image.base), timeout=900, cwd=REPO)
     try:
         assert built.returncode == 0, _output(built)
         inspected = json.loads(_run([image.docker, "image", "inspect", tag]).stdout)[0]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import write_image_folder
 
-from harness.experiments import experiment_name
+from harness.experiments import experiment_name, experiment_ref
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
@@ -116,7 +116,7 @@ def test_a_plugin_backbone_without_weights_is_refused_as_pretrained(followed):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(followed):
+def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(followed, monkeypatch):
     """`probes.retrieval.recall_at=[1,2]` on the command line: a DVC experiment in a temporary workspace,
     compared metric by metric with the committed record; the workspace's records and corpus are untouched."""
     clone, done = followed
@@ -132,7 +132,9 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     # replace it. An experiment ref of that name planted on HEAD's commit stands for the earlier run (a second real
     # run would cost the test ~25 s).
     head = _git(clone, "rev-parse", "HEAD").strip()
-    stale = f"refs/exps/{head[:2]}/{head[2:]}/{experiment_name(['probes.retrieval.recall_at=[1, 2]'])}"
+    monkeypatch.chdir(clone)  # experiment_ref reads HEAD of the working directory's repository
+    stale = experiment_ref(experiment_name(["probes.retrieval.recall_at=[1, 2]"]))
+    assert stale and head in stale.replace("/", "")
     _git(clone, "update-ref", stale, head)
     run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
