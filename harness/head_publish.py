@@ -13,12 +13,14 @@ other features, and `.evaluate(dataset)` re-scores it.
 from __future__ import annotations
 
 import contextlib
-import shutil
+import difflib
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from harness import paths
+from harness.atomic import write_bytes_atomic, write_text_atomic
 from harness.config import ConfigError
 from harness.records import Record, read_records
 
@@ -30,9 +32,28 @@ class PublishError(RuntimeError):
     """A publish destination refused the head (a failed `dvc push`, a missing hub client): the message says why."""
 
 
+def runs_with_heads() -> list[str]:
+    """Every run id with a saved head under results/ and user/results/: what an unknown run= is told about."""
+    heads = [*Path("results").glob("*/*/*.head.safetensors"), *Path("user/results").glob("*/*/*.head.safetensors")]
+    return sorted({paths.stage_name(head.parts[-3], head.parts[-2], head.name.removesuffix(".head.safetensors"))
+                   for head in heads})
+
+
+def _unknown_run(run_id: str) -> ConfigError:
+    runs = runs_with_heads()
+    close = difflib.get_close_matches(run_id, runs, n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    shown = ", ".join(runs[:4]) + (f", … ({len(runs)} in all: results/*/*/*.head.safetensors)" if len(runs) > 4 else "")
+    return ConfigError(f"run={run_id}: no run with a saved head under results/ or user/results/ (a run id is "
+                       f"GRID-TASK@BACKBONE).{hint} Runs with a head: {shown or 'none yet'}")
+
+
 def find_run(run_id: str) -> tuple[Record, Path, Path]:
     """(record, record file, head file) of a trained run, from results/ or the user workspace."""
-    grid, task, backbone = paths.stage_parts(run_id)
+    try:
+        grid, task, backbone = paths.stage_parts(run_id)
+    except ValueError:  # no "-" or no "@": not a run id at all
+        raise _unknown_run(run_id) from None
     for root in (Path("."), Path("user")):
         with paths.workspace(root) if root != Path(".") else contextlib.nullcontext():
             record_file, head_file = paths.record_path(grid, task, backbone), paths.head_path(grid, task, backbone)
@@ -41,7 +62,7 @@ def find_run(run_id: str) -> tuple[Record, Path, Path]:
                 raise ConfigError(f"{run_id} has no saved head ({head_file}): its task trains nothing, or it ran "
                                   "before heads were saved (re-run it)")
             return read_records(record_file)[0], record_file, head_file
-    raise ConfigError(f"no run {run_id!r} under results/ or user/results/")
+    raise _unknown_run(run_id)
 
 
 def model_card(record: Record, head_sha256: str) -> str:
@@ -93,12 +114,23 @@ def bundle(run_id: str, out_dir: Path) -> Path:
 
     record, record_file, head_file = find_run(run_id)
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"to={out_dir}: a file, not a folder; name a folder (made if missing) for the bundle")
+    earlier = out_dir / "record.json"
+    if earlier.is_file() and (held := read_records(earlier)[0].run_id) != record.run_id:
+        raise ConfigError(f"to={out_dir}: already holds the bundle of {held}; name another folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(head_file, out_dir / "head.safetensors")
-    shutil.copyfile(record_file, out_dir / "record.json")
+    # each file whole or not at all; a re-publish of the same run replaces its own bundle
+    write_bytes_atomic(out_dir / "head.safetensors", head_file.read_bytes())
+    write_bytes_atomic(out_dir / "record.json", record_file.read_bytes())
     if record.samples is not None:
-        shutil.copyfile(record.samples.path, out_dir / "samples.csv")
-    (out_dir / "README.md").write_text(model_card(record, sha256_file(head_file)))
+        write_bytes_atomic(out_dir / "samples.csv", Path(record.samples.path).read_bytes())
+    write_text_atomic(out_dir / "README.md", model_card(record, sha256_file(head_file)))
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in BUNDLE_FILES:  # atomic writes are private (mkstemp's 0600); a bundle is for handing over
+        with contextlib.suppress(FileNotFoundError):
+            (out_dir / name).chmod(0o666 & ~umask)
     return out_dir
 
 

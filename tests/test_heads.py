@@ -173,6 +173,22 @@ def test_publish_bundles_the_head_its_record_and_a_model_card(image_project, tmp
     assert "hub upload to someone/heads failed" in capsys.readouterr().err
     assert main(["publish", f"run={run_id}"]) == 2
     assert main(["publish", "run=g-retrieval@cifar_resnet20.random", f"to={tmp_path / 'x'}"]) == 2  # no head
+    capsys.readouterr()
+    # not a run id at all: the one-line error names the form and the runs that have a head, no traceback
+    assert main(["publish", "run=classification", f"to={tmp_path / 'x'}"]) == 2
+    error = capsys.readouterr().err
+    assert "GRID-TASK@BACKBONE" in error and error.endswith(f"Runs with a head: {run_id}\n")
+    (tmp_path / "a_file").write_text("kept")
+    assert main(["publish", f"run={run_id}", f"to={tmp_path / 'a_file'}"]) == 2
+    assert (tmp_path / "a_file").read_text() == "kept"
+    # another run's bundle is never overwritten; the same run's is replaced, readable by others (not mkstemp's 0600)
+    record_json = bundle / "record.json"
+    record_json.write_text(record_json.read_text().replace(run_id, "g-classification@other"))
+    assert main(["publish", f"run={run_id}", f"to={bundle}"]) == 2
+    assert "already holds the bundle of g-classification@other" in capsys.readouterr().err
+    record_json.write_text(record_json.read_text().replace("g-classification@other", run_id))
+    assert main(["publish", f"run={run_id}", f"to={bundle}"]) == 0
+    assert all(path.stat().st_mode & 0o044 == 0o044 for path in bundle.iterdir())
 
 
 def test_publish_to_a_dvc_remote(image_project, tmp_path):
