@@ -20,6 +20,7 @@ DATA_KEYS = ["backbone", "build_site", "data", "limit", "stems", "task"]
 
 def run_user_data_command(args: list[str]) -> int:
     """`task=T[,T] [backbone=B[,B]] data=PATH [limit=N] [stems=DIR] [build_site=false]`, without DVC."""
+    from harness.user_data import dataset_spec
     from harness.user_runs import run_user_data
 
     overrides = parse_overrides(args, DATA_KEYS, ("build_site",))
@@ -36,6 +37,8 @@ def run_user_data_command(args: list[str]) -> int:
         valid = ", ".join(project.datasets) if project else "none"
         raise ConfigError(f"data={data}: not a folder, nor a dataset in params.yaml (those: {valid})")
     backbones = _backbones(overrides.get("backbone"))
+    for task in tasks:  # the folder's layout for every task, before any task runs
+        dataset_spec(data, task, project, limit=limit, stems=stems)
     return run_user_data(tasks, backbones, data, limit=limit, stems=stems,
                          build_site=overrides.get("build_site", True))
 

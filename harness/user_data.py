@@ -60,8 +60,13 @@ def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dic
     if task == "similarity":
         return {"kind": "nights", "root": str(folder), "splits": _split_names(folder, "data.csv")}
     if task == "detection":
+        _require_layout(folder, ["JPEGImages", "Annotations"], Path(stems) if stems else folder / "ImageSets" / "Main",
+                        "a VOC-style folder: JPEGImages/<id>.jpg, Annotations/<id>.xml, ImageSets/Main/<split>.txt")
         return {"kind": "voc2012_detection", "root": str(folder), **_stems(folder, stems)}
     if spec_of_task.feature_mode == "dense":
+        _require_layout(folder, ["images"], Path(stems) if stems else folder / "splits",
+                        "a dense folder: images/, one folder per target, split lists <split>.txt in splits/ "
+                        "or stems=DIR")
         return {"kind": "dense_folder", "root": str(folder), **_stems(folder, stems)}
     raise ConfigError(f"task {task} reads a dataset made for it (e.g. correspondence's warped photos); name one "
                       "from params.yaml instead of a folder")
@@ -69,10 +74,32 @@ def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dic
 
 def image_folder_spec(folder: Path) -> dict[str, Any]:
     """`<split>/<class>/<image>` as it is; `<class>/<image>` split in halves per class."""
-    subfolders = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    from harness.datasets.files import IMAGE_SUFFIXES
+
+    subfolders = _visible_folders(folder)
     nested = any(q.is_dir() for p in subfolders for q in p.iterdir())
+    # refused here, before a backbone loads, rather than as a failed run from the prepare stage
+    classes = [q for p in subfolders for q in _visible_folders(p)] if nested else subfolders
+    if not any(f.suffix.lower() in IMAGE_SUFFIXES for c in classes for f in c.iterdir() if f.is_file()):
+        layout = "<split>/<class>/" if nested else "<class>/"
+        raise ConfigError(f"data={folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in its {layout} folders; "
+                          "a labelled folder is <split>/<class>/<image> or <class>/<image>")
     spec: dict[str, Any] = {"kind": "image_folder", "root": str(folder)}
     return spec if nested else {**spec, "split_fractions": dict(HALVES)}
+
+
+def _require_layout(folder: Path, subfolders: list[str], lists: Path, layout: str) -> None:
+    """The folders a layout cannot do without, and at least one split list: checked before anything runs (the
+    prepare stage checks the rest, file by file)."""
+    missing = [f"{name}/" for name in subfolders if not (folder / name).is_dir()]
+    if not lists.is_dir() or not any(lists.glob("*.txt")):
+        missing.append(f"split lists ({lists}/<split>.txt)")
+    if missing:
+        raise ConfigError(f"data={folder}: no {', '.join(missing)}; the task reads {layout}")
+
+
+def _visible_folders(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
 def _stems(folder: Path, stems: str | Path | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from PIL import Image
 import harness
 from harness import stage_calls as stages
 from harness.cli import main
-from harness.config import load_params
+from harness.config import ConfigError, load_params
 from harness.records import read_records
 from harness.user_data import dataset_spec
 
@@ -49,6 +49,15 @@ def test_bad_data_commands_are_one_line_errors(image_project, capsys, args, mess
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("task", ["classification", "depth", "detection"])
+def test_a_folder_without_the_task_layout_is_refused_before_anything_runs(image_project, tmp_path, capsys, task):
+    (tmp_path / "empty").mkdir()
+    assert main([f"task=retrieval,{task}", "backbone=cifar_resnet20@random", f"data={tmp_path / 'empty'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"visbench-harness: error: data={tmp_path / 'empty'}: no ") and err.count("\n") == 1
+    assert not Path("user").exists()  # no failed record, no site: nothing ran
 
 
 def test_a_failed_data_run_exits_1(image_project, tmp_path):
@@ -124,9 +133,21 @@ def test_what_a_folder_becomes_for_each_kind_of_task(tmp_path):
     (tmp_path / "nights" / "data.csv").write_text("id,split\n1,test\n")
     assert dataset_spec(tmp_path / "nights", "similarity", None, limit=5) == (
         "nights", {"kind": "nights", "root": str(tmp_path / "nights"), "splits": ["test"], "limit_per_split": 5})
-    _, spec = dataset_spec(tmp_path / "nights", "detection", None, stems="lists", limit=2)
-    assert spec == {"kind": "voc2012_detection", "root": str(tmp_path / "nights"), "stems": "lists",
-                    "limit_per_split": 2}
+    with pytest.raises(ConfigError, match=r"no JPEGImages/, Annotations/, split lists .*VOC-style folder"):
+        dataset_spec(tmp_path / "nights", "detection", None)
+    voc, lists = tmp_path / "voc", tmp_path / "lists"
+    for folder in (voc / "JPEGImages", voc / "Annotations", lists):
+        folder.mkdir(parents=True)
+    (lists / "train.txt").write_text("a\n")
+    _, spec = dataset_spec(voc, "detection", None, stems=lists, limit=2)
+    assert spec == {"kind": "voc2012_detection", "root": str(voc), "stems": str(lists), "limit_per_split": 2}
+    with pytest.raises(ConfigError, match=r"data=.*nights: no images/, split lists .*splits/<split>.txt"):
+        dataset_spec(tmp_path / "nights", "depth", None)
+    # a labelled folder without one image in the layout is refused before anything runs, not a failed run
+    (tmp_path / "empty" / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "empty" / "train" / "cat" / "notes.txt").write_text("not an image")
+    with pytest.raises(ConfigError, match=r"no images \(.*\) in its <split>/<class>/ folders"):
+        dataset_spec(tmp_path / "empty", "classification", None)
     flat = write_image_folder(tmp_path / "pets", per_split=2, splits=(None,))
     assert dataset_spec(flat, "classification", None, limit=1)[1] == {
         "kind": "image_folder", "root": str(flat), "split_fractions": {"train": 0.5, "val": 0.5}, "limit_per_class": 1}
