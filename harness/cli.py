@@ -86,6 +86,10 @@ def run_grid(overrides: dict) -> int:
     executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
+    if "probes" in overrides:  # checked against the selected runs' probes before anything is planned or run
+        from harness.experiments import validated_overrides
+
+        settings = validated_overrides(params, runs, overrides["probes"])
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
     build_site = overrides.get("build_site", True)
     kept = ["results", "leaderboard", "docs", *(["site"] if build_site else [])]
@@ -98,7 +102,7 @@ def run_grid(overrides: dict) -> int:
     if "probes" in overrides:
         from harness.experiments import run_experiment
 
-        return run_experiment(params, runs, overrides["probes"], dry_run=overrides.get("dry_run", False))
+        return run_experiment(runs, settings, dry_run=overrides.get("dry_run", False))
     targets = stages_for(runs)
     if overrides.get("dry_run", False):
         # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,

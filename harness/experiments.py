@@ -50,10 +50,10 @@ def experiment_name(settings: list[str]) -> str:
     return "override-" + hashlib.sha256("\n".join(settings).encode()).hexdigest()[:10]
 
 
-def run_experiment(params: Params, runs: list[Run], overrides: dict[str, Any], dry_run: bool = False) -> int:
+def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) -> int:
+    """`settings` from `validated_overrides`, as `-S` settings for `dvc exp run`."""
     from harness.dvc_runner import run_dvc
 
-    settings = validated_overrides(params, runs, overrides)
     name = experiment_name(settings)
     stages = list(dict.fromkeys(run.stage for run in runs))
     log.info("override %s: a DVC experiment %r over %d stages; the committed corpus is not touched",
