@@ -35,12 +35,16 @@ class Run:
         return paths.prepare_stage_name(self.dataset)
 
 
-def _as_list(value: object) -> list[str] | None:
+def name_list(key: str, value: object) -> list[str] | None:
+    """`grid=`/`task=`/`backbone=` as names: a comma-separated string or a list; an empty name is refused, not
+    dropped (`task=classification,,` is a typo, not a request for classification alone)."""
     if value is None:
         return None
-    if isinstance(value, list | tuple):
-        return [str(v) for v in value]
-    return [v for v in str(value).split(",") if v]
+    names = [str(v).strip() for v in value] if isinstance(value, list | tuple) else str(value).split(",")
+    names = [name.strip() for name in names]
+    if not all(names):
+        raise ConfigError(f"{key}={value}: an empty name in the list; separate names with single commas")
+    return names
 
 
 def select_runs(
@@ -48,7 +52,7 @@ def select_runs(
     skip_unavailable: bool = True,
 ) -> tuple[list[Run], list[str]]:
     """Runs matching the filters, and notes on grids skipped because their data is absent."""
-    grids, tasks, backbones = _as_list(grid), _as_list(task), _as_list(backbone)
+    grids, tasks, backbones = name_list("grid", grid), name_list("task", task), name_list("backbone", backbone)
     _check(grids, sorted(params.grids), "grid")
     _check(tasks, sorted({t for g in params.grids.values() for t in g.tasks}), "task")
     if backbones is not None:

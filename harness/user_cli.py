@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.config import PARAMS_FILE, ConfigError, load_params, parse_overrides
+from harness.plan import name_list
 from harness.registry import unknown_name_message
 
 log = logging.getLogger("visbench")
@@ -48,7 +49,7 @@ def _tasks(value: str | None) -> list[str]:
 
     if value is None:
         raise ConfigError(f"data= needs task=NAME (one or a comma-separated list); valid: {', '.join(PROBES.names())}")
-    tasks = _list(value)
+    tasks = name_list("task", value)
     for task in tasks:
         if task not in PROBES.names():
             raise ConfigError(unknown_name_message("task", task, PROBES.names()))
@@ -65,20 +66,13 @@ def _backbones(value: str | None) -> list[str]:
         if not PARAMS_FILE.is_file() or DEFAULT_GRID not in load_params().grids:
             raise ConfigError("data= needs backbone=NAME (no default grid to take backbones from)")
         return [canonical_backbone(b) for b in load_params().grids[DEFAULT_GRID].backbones]
-    backbones = [canonical_backbone(b) for b in _list(value)]
+    backbones = [canonical_backbone(b) for b in name_list("backbone", value)]
     for name in backbones:
         try:
             parse_backbone_name(name)
         except BackboneError as error:
             raise ConfigError(str(error)) from None
     return backbones
-
-
-def _list(value: str) -> list[str]:
-    parts = [part.strip() for part in value.split(",")]
-    if not all(parts):
-        raise ConfigError(f"{value!r}: an empty name in the list")
-    return parts
 
 
 def _positive_int(key: str, value: str) -> int:

@@ -277,11 +277,15 @@ def test_select_on_repository_params_accepts_the_canonical_control():
     (["task=retrieval", "probes.classification.lr=0.01"], "no selected run is a classification run"),
     (["backbone=resnet18"], "add resnet18 to grids.<grid>.backbones"),
     (["grid=default", "backbone=cifar_resnet20"], "add cifar_resnet20 to grids.<grid>.backbones"),
+    (["task=classification,,"], "task=classification,,: an empty name in the list"),
+    (["grid=,default"], "grid=,default: an empty name"),
+    (["backbone=efficientnet_lite0, ,resnet18@random"], "an empty name in the list"),
 ])
 def test_bad_overrides_are_one_line_errors(capsys, argv, says):
     code, out, err = _main(capsys, *argv)
     assert code == 2, out + err
     assert says in err and len(err.strip().splitlines()) == 1, err
+    assert "plan:" not in out  # refused before the plan, not after it
 
 
 def _write_params(tmp_path, edit) -> Path:
