@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 from harness.config import ConfigError, load_params, parse_overrides
+from harness.records import RecordError
 from harness.registry import UnknownNameError
 
 log = logging.getLogger("visbench")
@@ -266,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UnknownNameError, KeyError, FileNotFoundError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"visbench-harness: error: {message}", file=sys.stderr)
+        return 2
+    except RecordError as error:  # a record file edited or cut short by hand; only the harness writes them
+        print(f"visbench-harness: error: {error}; restore the file (`git checkout -- FILE`, or `dvc checkout` for a "
+              "record under results/) or re-create it with `visbench-harness`", file=sys.stderr)
         return 2
 
 

@@ -334,3 +334,13 @@ def test_an_image_folder_in_the_other_layout_is_refused_at_prepare(tmp_path):
     assert len(prepare_dataset("mine", spec, tmp_path / "out").items) == 2
     with pytest.raises(DatasetError, match=r"no items in split.*test"):
         prepare_dataset("mine", spec, tmp_path / "out2", required_splits=("train", "test"))
+
+
+def test_a_record_file_cut_short_is_a_one_line_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("leaderboard").mkdir()
+    Path("leaderboard/corpus.jsonl").write_text('{"broken": \n')
+    code, _, err = _main(capsys, "site")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("visbench-harness: error: leaderboard/corpus.jsonl:1: invalid record")
+    assert "git checkout" in err
