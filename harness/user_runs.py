@@ -16,6 +16,7 @@ the run used; `visbench-harness grid=NAME` then reproduces it through DVC, and o
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import shutil
@@ -158,7 +159,19 @@ def promote(run_id: str, params_file: Path = PARAMS_FILE) -> str:
         entry["backbones"] = [*entry["backbones"], backbone]
     entry["tasks"] = {**dict(entry["tasks"]), task: name}
     grids[grid] = entry
-    with params_file.open("w") as handle:
-        yaml.dump(document, handle)
-    load_params(params_file)  # still valid
+    text = io.StringIO()
+    yaml.dump(document, text)
+    # checked as a sibling file first, then renamed over params.yaml: an edit that would not load, or a crash
+    # halfway, never leaves the project without a valid params.yaml
+    candidate = params_file.with_name(f".{params_file.name}.promote")
+    write_text_atomic(candidate, text.getvalue())
+    try:
+        try:
+            load_params(candidate)
+        except ConfigError as error:
+            raise ConfigError(f"promote would make params.yaml invalid, so it is unchanged: {error}") from None
+        candidate.chmod(params_file.stat().st_mode)  # the project's own file mode, not mkstemp's 0600
+        candidate.replace(params_file)
+    finally:
+        candidate.unlink(missing_ok=True)
     return grid

@@ -67,6 +67,7 @@ def test_a_failed_data_run_exits_1(image_project, tmp_path):
 
 def test_promote_hands_a_user_run_to_the_pipeline_which_reproduces_it(image_project, tmp_path, capsys):
     Path("params.yaml").write_text("# my project\n" + Path("params.yaml").read_text())
+    Path("params.yaml").chmod(0o644)
     folder = write_image_folder(tmp_path / "mine", per_split=3)
     assert main(["task=classification", "backbone=cifar_resnet20@random", f"data={folder}",
                  "build_site=false"]) == 0
@@ -74,6 +75,8 @@ def test_promote_hands_a_user_run_to_the_pipeline_which_reproduces_it(image_proj
     assert "visbench-harness grid=mine" in capsys.readouterr().out
     text = Path("params.yaml").read_text()
     assert text.startswith("# my project\n")  # comments kept
+    # renamed over params.yaml from a checked sibling: the file keeps its mode, and no sibling is left behind
+    assert Path("params.yaml").stat().st_mode & 0o777 == 0o644 and not Path(".params.yaml.promote").exists()
     params = load_params()
     assert params.grids["mine"].tasks == {"classification": "mine"}
     assert params.datasets["mine"] == {"kind": "image_folder", "root": str(folder)}
