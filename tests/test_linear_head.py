@@ -109,3 +109,9 @@ def test_a_classification_stage_never_imports_torch_and_fingerprints_as_one_that
     for field in ("torch", "cuda", "numpy", "python"):
         assert record["environment"][field] == with_torch[field], field
     assert record["environment"]["device"].startswith("cpu:") or torch.cuda.is_available()
+
+
+def test_a_diverged_head_is_an_error_not_chance_level_metrics():
+    x, y, start, batches = _data()
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=r"diverged .* at lr=1e\+30\): lower probes"):
+        fit(LinearHead(start.weight.copy(), start.bias.copy()), x, y, batches, lr=1e30, weight_decay=1e-4)

@@ -89,4 +89,9 @@ def fit(head: LinearHead, x: np.ndarray, y: np.ndarray, batches, *, lr: float, w
         grad = _softmax_cross_entropy_grad(head.logits(features), y[batch])
         optimisers[0].step(grad.T @ features)
         optimisers[1].step(grad.sum(axis=0))
+    # a diverged head predicts class 0 everywhere from NaN logits: finite, chance-level metrics that would
+    # otherwise pass as an ok record
+    if not (np.isfinite(head.weight).all() and np.isfinite(head.bias).all()):
+        raise ValueError(f"the linear head diverged (non-finite weights after training at lr={lr:g}): lower "
+                         "probes.<task>.lr")
     return head
