@@ -213,6 +213,16 @@ def dvc_status(workspace: Path, *targets: str) -> dict:
     return json.loads(result.stdout or "{}")
 
 
+def test_each_stage_pins_the_outputs_it_reads_as_their_stage_locked_them(lock):
+    """A stage re-run alone (an extraction on another machine) leaves its readers pinning the old hash: a fresh
+    clone then re-runs them, which `dvc status` on a clone without the DVC-cached features cannot show."""
+    written = {out["path"]: (name, out["md5"]) for name, stage in lock.items() for out in stage.get("outs", [])}
+    stale = sorted(f"{name} reads {dep['path']} as {dep['md5']}, {written[dep['path']][0]} wrote "
+                   f"{written[dep['path']][1]}" for name, stage in lock.items() for dep in stage.get("deps", [])
+                   if dep["path"] in written and dep.get("md5") != written[dep["path"]][1])
+    assert len(written) > 100 and not stale, "re-run these stages (visbench-harness task=…):\n" + "\n".join(stale)
+
+
 @pytest.mark.dvc
 def test_dvc_sees_nothing_to_reproduce(params, lock, root_dvc):
     """No-op: code, params and committed outputs all match dvc.lock for every stage of the grids whose data is
