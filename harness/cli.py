@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 from harness.config import ConfigError, load_params, parse_overrides
+from harness.dvc_runner import WorkspaceBusy
 from harness.records import RecordError
 from harness.registry import UnknownNameError
 
@@ -268,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"visbench-harness: error: {message}", file=sys.stderr)
         return 2
+    except WorkspaceBusy as error:  # nothing ran, yet nothing was wrong with the command: exit 1, as for a failure
+        print(f"visbench-harness: {error}", file=sys.stderr)
+        return 1
     except RecordError as error:  # a record file edited or cut short by hand; only the harness writes them
         print(f"visbench-harness: error: {error}; restore the file (`git checkout -- FILE`, or `dvc checkout` for a "
               "record under results/) or re-create it with `visbench-harness`", file=sys.stderr)

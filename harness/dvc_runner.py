@@ -12,6 +12,12 @@ import time
 log = logging.getLogger("visbench")
 _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
 _SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
+# DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock
+_BUSY = re.compile(r"^ERROR: (Unable to acquire lock|'.+' is busy)")
+
+
+class WorkspaceBusy(RuntimeError):
+    """Another DVC command holds this workspace's lock, so `dvc repro` checked no stage and nothing ran."""
 
 
 def dvc_command(args: list[str]) -> list[str]:
@@ -32,12 +38,14 @@ def repro_with_progress(targets: list[str]) -> int:
     started = time.monotonic()
     seen: set[str] = set()
     ran = 0
+    busy = False
     total = len(targets)
     with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           bufsize=1) as process:
         assert process.stdout is not None
         for line in process.stdout:
             sys.stdout.write(line)
+            busy = busy or bool(_BUSY.match(line))
             running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
             match = running or skipped
             if match is None or match["stage"] in seen:
@@ -52,4 +60,8 @@ def repro_with_progress(targets: list[str]) -> int:
                          match["stage"], elapsed, rate * (total - len(seen) + 1))
         code = process.wait()
     log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(seen), ran, time.monotonic() - started)
+    if code and busy and not seen:
+        # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
+        raise WorkspaceBusy("another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run "
+                            "the same command again once it has finished (DVC runs one command per workspace)")
     return code

@@ -51,6 +51,27 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
     assert "Running stage 'extract-default-fashion_mnist@efficientnet_lite0'" in again.stdout
 
 
+def test_a_workspace_another_dvc_command_holds_is_one_line_and_no_failures(tmp_path):
+    """DVC refuses a second command in one workspace; that is not a failure of any run (none was checked)."""
+    import zc.lockfile
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True, timeout=120)
+    (clone / ".dvc" / "tmp").mkdir(parents=True, exist_ok=True)
+    held = zc.lockfile.LockFile(str(clone / ".dvc" / "tmp" / "lock"))  # what a running `dvc repro` holds
+    try:
+        busy = _cli(clone, "grid=default", "task=classification", "backbone=efficientnet_lite0", "build_site=false")
+    finally:
+        held.close()
+    assert busy.returncode == 1, busy.stdout[-2000:] + busy.stderr[-2000:]
+    assert busy.stderr.strip().splitlines() == [
+        "visbench-harness: another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run the "
+        "same command again once it has finished (DVC runs one command per workspace)"]
+    assert "FAILED" not in busy.stdout and "results (headline metric" not in busy.stdout
+    # no failed record (leaderboard/failures.jsonl, failures/), no record or page touched
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout == ""
+
+
 @pytest.mark.parametrize("task", ["classification", "depth"])
 def test_a_run_whose_upstream_failed_gets_its_record_without_importing_every_probe(task):
     """The failed record of a run that never started needs its task's spec: the CLI imports only the module its
