@@ -22,7 +22,8 @@
                                                        feature-cache entries, bytes, hit rates; drop unused ones
 
 Exit status: 0 when every selected run is ok, 1 when any failed (a table of failures ends the output and
-re-running the same command retries exactly those), 2 for a bad command or params.yaml (nothing ran).
+re-running the same command retries exactly those) or another DVC command held the workspace (nothing ran),
+2 for a bad command or params.yaml (nothing ran).
 """
 
 from __future__ import annotations
