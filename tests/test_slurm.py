@@ -299,6 +299,21 @@ def test_without_the_slurm_commands_the_executor_says_what_is_missing(monkeypatc
         sbatch.require_slurm()
 
 
+def test_a_machine_without_a_reachable_controller_is_a_one_line_error(monkeypatch):
+    from harness.config import ConfigError
+    from harness.executors import sbatch
+
+    said = ("sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+            "sinfo: error: _establish_config_source: failed to fetch config\n"
+            "sinfo: fatal: Could not establish a configuration source\n")  # what sinfo says with no slurm.conf
+    monkeypatch.setattr(sbatch, "_run", lambda args: subprocess.CompletedProcess(args, 1, "", said))
+    with pytest.raises(ConfigError) as error:
+        sbatch.partition(None)
+    assert "\n" not in str(error.value)
+    assert "(sinfo: fatal: Could not establish a configuration source): this machine reaches no SLURM" in \
+        str(error.value)
+
+
 def test_failure_files_become_what_the_job_left(tmp_path, monkeypatch):
     from harness.executors.restore import mirror_failure_files
     from harness.paths import failure_path

@@ -48,6 +48,13 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, check=False)
 
 
+def _last_line(out: subprocess.CompletedProcess) -> str:
+    """What a SLURM command said last (its fatal error comes after the lines that led to it), for a one-line
+    message."""
+    lines = [line.strip() for line in (out.stderr or out.stdout or "").splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit status {out.returncode}, no output"
+
+
 def require_slurm() -> None:
     missing = [name for name in COMMANDS if shutil.which(name) is None]
     if missing:
@@ -59,7 +66,8 @@ def partition(name: str | None) -> Partition:
     """The named partition, else the default one (sinfo marks it with *): its largest node."""
     out = _run(["sinfo", "-h", "-o", "%P|%c|%m|%G"])
     if out.returncode != 0:
-        raise ConfigError(f"sinfo failed: {out.stderr.strip() or out.stdout.strip()}")
+        raise ConfigError(f"executor=slurm: sinfo failed ({_last_line(out)}): this machine reaches no SLURM "
+                          "controller; run on a login node of the cluster, or fix its slurm.conf (docs/cluster.md)")
     rows = [line.split("|") for line in out.stdout.splitlines() if line.count("|") == 3]
     chosen = [r for r in rows if r[0].rstrip("*") == name] if name else [r for r in rows if r[0].endswith("*")]
     if not chosen:
@@ -78,7 +86,7 @@ def submit(script: str, after: list[str]) -> str:
         args += [f"--dependency=afterok:{':'.join(after)}", "--kill-on-invalid-dep=yes"]
     out = subprocess.run(args, input=script, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        raise RuntimeError(f"sbatch failed: {out.stderr.strip() or out.stdout.strip()}")
+        raise RuntimeError(f"sbatch failed: {_last_line(out)}")
     return out.stdout.strip().split(";")[0]  # "<id>" or "<id>;<cluster>"
 
 
