@@ -206,4 +206,7 @@ def test_release_stage_regenerates_cuts_and_refuses_twice(project, monkeypatch, 
     before = {p.name: p.read_bytes() for p in v1.iterdir()}
     assert release.main(["v1"]) == 2 and "never overwritten" in capsys.readouterr().err
     assert release.main(["one"]) == 2
+    capsys.readouterr()
+    assert release.main(["v3"]) == 2 and "the next is v2" in capsys.readouterr().err  # numbered in cut order
+    assert not Path("docs/releases/v3").exists()
     assert {p.name: p.read_bytes() for p in v1.iterdir()} == before

@@ -24,9 +24,14 @@ def run(version: str) -> Path:
 
     # Checked before the site is regenerated: a wrong name or an existing release costs nothing.
     try:
-        release_number(version)
+        number = release_number(version)
         if (paths.DOCS / RELEASES_DIR / version).exists():
             raise ReleaseError(f"release {version} exists and is never overwritten; cut the next version instead")
+        root = paths.DOCS / RELEASES_DIR
+        cut = [release_number(p.name) for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+        # numbered in the order they were cut: the changelog and the downloads page list them by number
+        if number != max(cut, default=0) + 1:
+            raise ReleaseError(f"release {version} would not be the next one: the next is v{max(cut, default=0) + 1}")
     except ReleaseError as error:
         raise ConfigError(str(error)) from None
     site.run()
