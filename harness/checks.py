@@ -84,21 +84,33 @@ def check_params(params: Params) -> None:
         raise ConfigError("no dataset kinds are registered")
 
 
-def grid_requirements(params: Params, grid: str) -> list[str]:
-    """Paths a grid needs that a checkout may lack: its datasets' folders (of the grid that extracts them)
-    and the configured checkpoints of its pretrained backbones."""
-    from harness.datasets.kinds import data_paths
+def grid_requirements(params: Params, grid: str) -> dict[str, str]:
+    """Paths a grid needs that a checkout may lack, each with the params.yaml key that names it: its datasets'
+    folders (of the grid that extracts them) and the configured checkpoints of its pretrained backbones."""
+    from harness.datasets.kinds import DATA_PATH_KEYS
 
     spec = params.grids[grid]
-    paths: list[str] = []
+    paths: dict[str, str] = {}
     for dataset in spec.datasets:
-        paths += data_paths(params.datasets[dataset])
+        for key in DATA_PATH_KEYS:
+            if params.datasets[dataset].get(key):
+                paths.setdefault(str(params.datasets[dataset][key]), f"datasets.{dataset}.{key}")
     for backbone in spec.backbones:
         name = canonical_backbone(backbone)
         if not name.endswith("@random") and name in params.checkpoints:
-            paths.append(params.checkpoints[name])
-    return list(dict.fromkeys(paths))
+            paths.setdefault(params.checkpoints[name], f"checkpoints.{name}")
+    return paths
 
 
 def missing_requirements(params: Params, grid: str) -> list[str]:
     return [p for p in grid_requirements(params, grid) if not Path(p).exists()]
+
+
+def missing_requirements_note(params: Params, grid: str) -> str | None:
+    """What a grid lacks here and which params.yaml keys to point at the user's copies; None when nothing."""
+    needed = grid_requirements(params, grid)
+    missing = [path for path in needed if not Path(path).exists()]
+    if not missing:
+        return None
+    keys = ", ".join(dict.fromkeys(needed[path] for path in missing))
+    return f"grid {grid} needs {', '.join(missing)}, which is not here (set {keys} in params.yaml to your copy)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness import paths
-from harness.checks import missing_requirements
+from harness.checks import missing_requirements_note
 from harness.config import ConfigError, Params, canonical_backbone, stage_spelling
 from harness.registry import unknown_name_message
 
@@ -62,12 +62,11 @@ def select_runs(
     for grid_name, spec in params.grids.items():
         if grids is not None and grid_name not in grids:
             continue
-        missing = missing_requirements(params, grid_name)
-        if missing:
-            message = f"grid {grid_name} needs {', '.join(missing)}, which is not here"
+        message = missing_requirements_note(params, grid_name)
+        if message:
             if grids is not None and not skip_unavailable:
                 raise ConfigError(message)
-            notes.append(message + "; skipped (set the paths in params.yaml to your copy)")
+            notes.append(message + "; skipped")
             continue
         for task_name, dataset in spec.tasks.items():
             if tasks is not None and task_name not in tasks:

@@ -193,7 +193,7 @@ def test_select_everything_skips_grids_whose_data_is_absent(params, tmp_path):
         ("beta", "correspondence", "resnet18.random"), ("beta", "correspondence", "dinov2_vits14.random"),
     }
     assert len(notes) == 1 and "gamma" in notes[0] and str(tmp_path / "absent") in notes[0]
-    assert "skipped" in notes[0]
+    assert "skipped" in notes[0] and "(set datasets.cifar10.root in params.yaml to your copy)" in notes[0]
 
 
 def test_select_filters(params):
