@@ -9,7 +9,9 @@
     visbench-harness executor=slurm grid=default       one SLURM job per backbone, results back through DVC
                                                        (docs/cluster.md)
     visbench-harness list                              backbones (and their weights), tasks, datasets, grids
-    visbench-harness verify [grid=… task=… backbone=…] re-run stages, diff against the corpus
+    visbench-harness verify [grid=… task=… backbone=…] [tolerance=1e-6]
+                                                       re-run stages, diff against the corpus (exact, or
+                                                       within a tolerance: float rounding on another CPU)
     visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
     visbench-harness site                              regenerate docs/ from the corpus and build HTML
     visbench-harness release v1                        freeze the current downloads as docs/releases/v1
@@ -44,7 +46,7 @@ log = logging.getLogger("visbench")
 RUN_KEYS = ["backbone", "build_site", "dry_run", "executor", "grid", "probes", "task"]
 USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.user_cli), not through DVC
 RUN_BOOLEANS = ("build_site", "dry_run")
-VERIFY_KEYS = ["backbone", "grid", "task"]
+VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
 COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "site", "verify"]
 DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
 
@@ -198,9 +200,11 @@ def list_everything() -> int:
 def verify(overrides: dict) -> int:
     from harness.verify import format_checks, verify_runs
 
+    tolerance = _tolerance(overrides.get("tolerance", "0"))
     params, runs = _selected_runs(overrides)
-    log.info("plan: verify the committed records of %d stages by re-running them", len(runs))
-    checks = verify_runs(runs, params)
+    log.info("plan: verify the committed records of %d stages by re-running them%s", len(runs),
+             f" (|difference| up to {tolerance:g} accepted on every metric and per-sample score)" if tolerance else "")
+    checks = verify_runs(runs, params, tolerance=tolerance)
     print(format_checks(checks))
     bad = [c for c in checks if not c.ok]
     if bad:
@@ -209,6 +213,17 @@ def verify(overrides: dict) -> int:
     records = len({c.run_id for c in checks})
     log.info("all %d metrics of %d records (%d stages) agree with the corpus", len(checks), records, len(runs))
     return 0
+
+
+def _tolerance(value: str) -> float:
+    try:
+        tolerance = float(value)
+    except ValueError:
+        tolerance = -1.0
+    if not 0 <= tolerance < 1:  # NaN fails this too
+        raise ConfigError(f"tolerance={value}: expected a number from 0 up to 1 (e.g. 1e-6: float rounding on "
+                          "another CPU)")
+    return tolerance
 
 
 def site() -> int:

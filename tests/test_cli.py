@@ -75,6 +75,12 @@ def test_verify_rejects_run_only_keys(capsys):
     assert code == 2 and "dry_run" in err
 
 
+@pytest.mark.parametrize("value", ["", "x", "-1e-6", "nan", "2"])
+def test_verify_refuses_a_tolerance_that_is_not_a_small_number(capsys, value):
+    code, _, err = _main(capsys, "verify", f"tolerance={value}")
+    assert code == 2 and f"tolerance={value}" in err and len(err.strip().splitlines()) == 1
+
+
 def test_list(capsys):
     code, out, _ = _main(capsys, "list")
     assert code == 0

@@ -200,6 +200,28 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
     bad = [c for c in verify_runs(runs, params) if not c.ok]
     assert bad and {c.metric for c in bad} == {"samples_sha256"}
 
+    # what another CPU's kernels do: every metric and per-sample score off in the last bits. Exact by default;
+    # within a tolerance when one is given, the per-sample files then compared value by value
+    from harness.hashing import sha256_file
+
+    rounded = []
+    for record in corpus:
+        samples = Path(record.samples.path)
+        header, *rows = samples.read_text().splitlines()
+        samples.write_text("\n".join([header, *(",".join([row.split(",")[0], *(repr(float(v) + 3e-7) for v in
+                                                                               row.split(",")[1:])])
+                                                for row in rows)]) + "\n")
+        rounded.append(record.model_copy(update={
+            "metrics": {name: value + 3e-7 for name, value in record.metrics.items()},
+            "samples": record.samples.model_copy(update={"sha256": sha256_file(samples)})}))
+    write_records(paths.CORPUS, rounded)
+    assert {c.metric for c in verify_runs(runs, params) if not c.ok} >= {"samples_sha256", corpus[0].headline_metric}
+    within = verify_runs(runs, params, tolerance=1e-6)
+    assert within and all(c.ok for c in within), [c for c in within if not c.ok]
+    assert {c.metric for c in within} >= {"samples_max_diff"} and "samples_sha256" not in {c.metric for c in within}
+    assert all(abs(c.difference) == pytest.approx(3e-7, rel=1e-3) for c in within)
+    assert not all(c.ok for c in verify_runs(runs, params, tolerance=1e-7))
+
 
 def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypatch):
     import dataclasses
