@@ -40,8 +40,7 @@ def name_list(key: str, value: object) -> list[str] | None:
     dropped (`task=classification,,` is a typo, not a request for classification alone)."""
     if value is None:
         return None
-    names = [str(v).strip() for v in value] if isinstance(value, list | tuple) else str(value).split(",")
-    names = [name.strip() for name in names]
+    names = [str(v).strip() for v in (value if isinstance(value, list | tuple) else str(value).split(","))]
     if not all(names):
         raise ConfigError(f"{key}={value}: an empty name in the list; separate names with single commas")
     return names

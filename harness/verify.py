@@ -14,6 +14,7 @@ value by value.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,14 +83,14 @@ def compare(committed: Record, reproduced: Record, tolerance: float = 0.0,
 
 def _samples_within(committed: Record, reproduced: Record, tolerance: float, root: Path) -> MetricCheck:
     """The largest |difference| between the two per-sample files, over the same samples and columns (a file
-    whose samples or columns differ is a difference of 1, beyond any tolerance)."""
+    whose samples or columns differ is an infinite difference, beyond any tolerance)."""
     from harness.samples import read_samples
 
     assert committed.samples is not None and reproduced.samples is not None
     ids, columns = read_samples(committed.samples)
     their_ids, theirs = read_samples(reproduced.samples, root)
     if ids != their_ids or set(columns) != set(theirs):
-        return MetricCheck(committed.run_id, "samples_max_diff", 0.0, 1.0, tolerance)
+        return MetricCheck(committed.run_id, "samples_max_diff", 0.0, math.inf, tolerance)
     worst = max((float(np.max(np.abs(columns[name] - theirs[name]), initial=0.0)) for name in columns), default=0.0)
     return MetricCheck(committed.run_id, "samples_max_diff", 0.0, worst, tolerance)
 
