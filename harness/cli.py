@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"visbench-harness: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("visbench-harness: interrupted. Stages that finished keep their outputs and dvc.lock entries; the one "
+              "that was running left no record: the same command goes on from there", file=sys.stderr)
+        return 130
     except WorkspaceBusy as error:  # nothing ran, yet nothing was wrong with the command: exit 1, as for a failure
         print(f"visbench-harness: {error}", file=sys.stderr)
         return 1

@@ -3,13 +3,18 @@ DVC's own output, and `--keep-going` so one failed stage never stops the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 log = logging.getLogger("visbench")
+STOP_GRACE_S = 3  # for the interrupted stage to exit; DVC then goes on to the next one, so its group is terminated
 _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
 _SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
 # DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock
@@ -32,7 +37,11 @@ def run_dvc(args: list[str]) -> int:
 
 def repro_with_progress(targets: list[str]) -> int:
     """`dvc repro --single-item --keep-going TARGETS` (the targets already hold every upstream stage, in
-    order), echoing DVC's output and a `[done/total]` line with elapsed time and ETA whenever a stage runs."""
+    order), echoing DVC's output and a `[done/total]` line with elapsed time and ETA whenever a stage runs.
+
+    Ctrl-C (or SIGTERM) stops DVC and the stage it runs, then raises KeyboardInterrupt. DVC alone would not stop:
+    it ignores an interrupt while a stage runs and, with --keep-going, starts the next stage once that one died
+    of it. So DVC runs in its own process group, which the interrupt is handed to as a whole."""
     args = ["repro", "--single-item", "--keep-going", *targets]
     log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
     started = time.monotonic()
@@ -40,28 +49,50 @@ def repro_with_progress(targets: list[str]) -> int:
     ran = 0
     busy = False
     total = len(targets)
-    with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          bufsize=1) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            busy = busy or bool(_BUSY.match(line))
-            running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
-            match = running or skipped
-            if match is None or match["stage"] in seen:
-                continue
-            seen.add(match["stage"])
-            total = max(total, len(seen))
-            if running:
-                ran += 1
-                elapsed = time.monotonic() - started
-                rate = elapsed / ran
-                log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(seen), total,
-                         match["stage"], elapsed, rate * (total - len(seen) + 1))
-        code = process.wait()
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
+    try:
+        with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              bufsize=1, start_new_session=True) as process:
+            assert process.stdout is not None
+            try:
+                for line in process.stdout:
+                    sys.stdout.write(line)
+                    busy = busy or bool(_BUSY.match(line))
+                    running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
+                    match = running or skipped
+                    if match is None or match["stage"] in seen:
+                        continue
+                    seen.add(match["stage"])
+                    total = max(total, len(seen))
+                    if running:
+                        ran += 1
+                        elapsed = time.monotonic() - started
+                        log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(seen),
+                                 total, match["stage"], elapsed, elapsed / ran * (total - len(seen) + 1))
+                code = process.wait()
+            except KeyboardInterrupt:
+                _stop(process)
+                raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(seen), ran, time.monotonic() - started)
     if code and busy and not seen:
         # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
         raise WorkspaceBusy("another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run "
                             "the same command again once it has finished (DVC runs one command per workspace)")
     return code
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Interrupt DVC's process group (the running stage exits, writing nothing half-way), then, if DVC has gone
+    on to another stage instead of exiting, terminate the group: DVC's locks are released with its process."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait()

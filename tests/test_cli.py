@@ -350,3 +350,12 @@ def test_a_record_file_cut_short_is_a_one_line_error(capsys, tmp_path, monkeypat
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("visbench-harness: error: leaderboard/corpus.jsonl:1: invalid record")
     assert "git checkout" in err
+
+
+def test_an_interrupt_is_one_line_and_exit_130(capsys, monkeypatch):
+    def interrupted(overrides):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_grid", interrupted)
+    code, _, err = _main(capsys, "grid=default")
+    assert code == 130 and err.startswith("visbench-harness: interrupted.") and len(err.strip().splitlines()) == 1

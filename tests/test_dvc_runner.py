@@ -1,0 +1,68 @@
+"""The CLI's `dvc repro`: a workspace another DVC command holds, and an interrupt, against a stand-in for DVC that
+behaves as DVC does (it ignores SIGINT while a stage runs and, like --keep-going, starts the next stage when the
+running one died of it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness import dvc_runner
+
+KEEPS_GOING = """
+import signal, subprocess, sys
+pids = open(sys.argv[1], "a")
+for n in range(3):
+    print(f"Running stage 's{n}':", flush=True)
+    stage = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pids.write(f"{stage.pid}\\n")
+    pids.flush()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what DVC does while a stage command runs
+    stage.wait()
+    signal.signal(signal.SIGINT, previous)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_an_interrupt_stops_dvc_and_its_stage_not_just_the_stage(tmp_path, monkeypatch):
+    script, pids = tmp_path / "dvc.py", tmp_path / "pids"
+    script.write_text(KEEPS_GOING)
+    monkeypatch.setattr(dvc_runner, "dvc_command", lambda args: [sys.executable, str(script), str(pids)])
+    # SIGTERM (a scheduler's or `timeout`'s stop) is handled as Ctrl-C is
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        dvc_runner.repro_with_progress(["s0", "s1", "s2"])
+    assert time.monotonic() - started < 1.5 + dvc_runner.STOP_GRACE_S + 5  # not the three 60 s stages
+    stages = [int(line) for line in pids.read_text().split()]
+    assert stages  # a stage had started before the interrupt
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in stages) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in stages), "a stage outlived the interrupt"
+    assert signal.getsignal(signal.SIGTERM) is not signal.default_int_handler  # the handler is put back
+
+
+def test_a_lock_held_by_another_dvc_command_is_not_a_failed_run(tmp_path, monkeypatch):
+    refusal = ("ERROR: Unable to acquire lock. Most likely another DVC process is running or was terminated "
+               "abruptly.")
+    script = tmp_path / "dvc.py"
+    script.write_text(f"import sys\nprint({refusal!r})\nsys.exit(1)\n")
+    monkeypatch.setattr(dvc_runner, "dvc_command", lambda args: [sys.executable, str(script)])
+    with pytest.raises(dvc_runner.WorkspaceBusy, match="nothing ran"):
+        dvc_runner.repro_with_progress(["s0"])
+    Path(script).write_text("import sys\nprint(\"Running stage 's0':\")\nsys.exit(1)\n")  # a stage that failed
+    assert dvc_runner.repro_with_progress(["s0"]) == 1
