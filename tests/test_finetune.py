@@ -89,3 +89,6 @@ def test_fine_tuning_from_python_and_a_backbone_that_cannot_be_cut(image_project
     assert result.record.protocol == "finetune-last-n/v1" and result.head_path.is_file()
     with pytest.raises(harness.api.RunFailed, match="cannot be fine-tuned block by block"):
         harness.run("efficientnet_lite0@random", "finetune_classification", "tiny", **FINETUNE)
+    # a diverged model is a failed run, not chance-level metrics from NaN logits
+    with pytest.raises(harness.api.RunFailed, match=r"fine-tuned model diverged .* lower probes"):
+        harness.run("cifar_resnet20@random", "finetune_classification", "tiny", **{**FINETUNE, "lr": 1e37})

@@ -141,6 +141,10 @@ def _train(model: _Model, x: np.ndarray, y: np.ndarray, p: dict, seed: int) -> N
             loss.backward()
             optimiser.step()
             step += 1
+    # as the linear head (harness.probes.linear_head): NaN weights give argmax class 0, finite chance-level metrics
+    if not all(torch.isfinite(param).all() for param in model.parameters()):
+        raise ValueError(f"the fine-tuned model diverged (non-finite weights after training at lr={p['lr']:g}, "
+                         f"block_lr={p['block_lr']:g}): lower probes.<task>.lr or block_lr")
 
 
 def _logits(model: _Model, inputs: ProbeInputs, items: list) -> np.ndarray:
