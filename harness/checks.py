@@ -102,15 +102,18 @@ def grid_requirements(params: Params, grid: str) -> dict[str, str]:
     return paths
 
 
+def _absent_requirements(params: Params, grid: str) -> dict[str, str]:
+    return {path: key for path, key in grid_requirements(params, grid).items() if not Path(path).exists()}
+
+
 def missing_requirements(params: Params, grid: str) -> list[str]:
-    return [p for p in grid_requirements(params, grid) if not Path(p).exists()]
+    return list(_absent_requirements(params, grid))
 
 
 def missing_requirements_note(params: Params, grid: str) -> str | None:
     """What a grid lacks here and which params.yaml keys to point at the user's copies; None when nothing."""
-    needed = grid_requirements(params, grid)
-    missing = [path for path in needed if not Path(path).exists()]
+    missing = _absent_requirements(params, grid)
     if not missing:
         return None
-    keys = ", ".join(dict.fromkeys(needed[path] for path in missing))
+    keys = ", ".join(dict.fromkeys(missing.values()))
     return f"grid {grid} needs {', '.join(missing)}, which is not here (set {keys} in params.yaml to your copy)"
