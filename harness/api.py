@@ -66,13 +66,24 @@ class RunResult:
 def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_dataset: str | Path | dict | None = None,
         *, head_file: str | Path | None = None, strict: bool = True, limit: int | None = None,
         stems: str | Path | None = None, workspace: str | Path = DEFAULT_WORKSPACE,
-        params_file: str | Path = PARAMS_FILE, **probe_params: Any) -> RunResult:
-    """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block."""
+        params_file: str | Path = PARAMS_FILE, device: str | None = None, **probe_params: Any) -> RunResult:
+    """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block.
+    `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU that is not here is a ConfigError
+    before any work."""
     from harness import stage_calls
     from harness.stages.common import StageFailed
     from harness.user_data import dataset_spec
 
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
+    settings = project.settings if project else DEFAULT_SETTINGS
+    if device is not None:
+        from harness.devices import DeviceError, parse_device, resolve_device
+
+        try:
+            resolve_device(parse_device(device))
+        except DeviceError as error:
+            raise ConfigError(str(error)) from None
+        settings = settings.model_copy(update={"device": parse_device(device)})
     if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
         from harness.heads import head_probe_block
 
@@ -89,7 +100,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     if grid != feature_grid:  # a variant's run reads the dataset's one feature folder, as features_from does
         grids[grid] = Grid(backbones=[spelling], tasks={task: name}, features_from={name: feature_grid})
     params = Params(
-        settings=project.settings if project else DEFAULT_SETTINGS,
+        settings=settings,
         checkpoints=project.checkpoints if project else {},
         plugins=project.plugins if project else [],
         datasets={name: spec}, probes={task: block}, grids=grids,

@@ -8,6 +8,9 @@
     visbench-harness grid=default dry_run=true         the plan and what DVC would run
     visbench-harness executor=slurm grid=default       one SLURM job per backbone, results back through DVC
                                                        (docs/cluster.md)
+    visbench-harness device=cuda:1 grid=scenes         compute on that device (auto | cpu | cuda | cuda:N;
+                                                       default: settings.device, auto = a GPU if present)
+    visbench-harness devices=0,1 grid=all              one process per GPU, the backbones split between them
     visbench-harness list                              backbones (and their weights), tasks, datasets, grids
     visbench-harness verify [grid=… task=… backbone=…] [tolerance=1e-6]
                                                        re-run stages, diff against the corpus (exact, or
@@ -43,7 +46,7 @@ from harness.records import RecordError
 from harness.registry import UnknownNameError
 
 log = logging.getLogger("visbench")
-RUN_KEYS = ["backbone", "build_site", "dry_run", "executor", "grid", "probes", "task"]
+RUN_KEYS = ["backbone", "build_site", "device", "devices", "dry_run", "executor", "grid", "probes", "task"]
 USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.user_cli), not through DVC
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
@@ -91,6 +94,7 @@ def run_grid(overrides: dict) -> int:
     executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
+    devices = _check_devices(overrides, params.settings.device, executor)
     if "probes" in overrides:  # checked against the selected runs' probes before anything is planned or run
         from harness.experiments import validated_overrides
 
@@ -115,7 +119,7 @@ def run_grid(overrides: dict) -> int:
         return _dvc("status", *targets)
     # Locally, one DVC call runs everything: the selected runs' stages in dependency order, then collect and
     # site (--single-item: collect must not pull in the runs this invocation did not select).
-    code, collected = run_stages(executor, runs, targets)
+    code, collected = run_stages(executor, runs, targets, devices)
     failed, upstream_failed = find_failures(runs, dvc_failed=code != 0)
     harness_errors = []
     if upstream_failed or not collected:
@@ -140,6 +144,32 @@ def run_grid(overrides: dict) -> int:
     where += " (inside this container only)" if unmounted else (" (mkdocs serve to browse)" if build_site else "")
     log.info("all %d runs ok; %s", len(runs), where)
     return 0
+
+
+def _check_devices(overrides: dict, setting: str, executor: str) -> list[str]:
+    """The devices the stages compute on, checked on this machine before anything runs (a CUDA device torch
+    cannot see is a one-line error, exit 2), and handed to the stages DVC starts through VISBENCH_DEVICE.
+    `devices=0,1`: one device per process, backbones split between them (`harness.executors.parallel`)."""
+    from harness.devices import DEVICE_ENV, DeviceError, parse_device, parse_devices, resolve_device
+
+    if "device" in overrides and "devices" in overrides:
+        raise ConfigError("give device= (one device) or devices= (one process per device), not both")
+    try:
+        if "devices" in overrides:
+            if executor != "local":
+                raise ConfigError("devices= runs local processes; on SLURM each job gets one GPU (drop devices=)")
+            devices = parse_devices(overrides["devices"])
+        else:
+            devices = [parse_device(overrides.get("device", os.environ.get(DEVICE_ENV) or setting))]
+        if executor == "local":
+            for device in devices:
+                if device != "auto" and device != "cpu":  # only a GPU needs torch to say whether it is here
+                    resolve_device(device)
+    except DeviceError as error:
+        raise ConfigError(str(error)) from None
+    if len(devices) == 1:
+        os.environ[DEVICE_ENV] = devices[0]
+    return devices
 
 
 SITE_STAMP = Path("site/.visbench-source")  # what the built site was built from

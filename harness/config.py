@@ -8,6 +8,7 @@ any work starts.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from pydantic import (
 from harness.registry import unknown_name_message
 
 PARAMS_FILE = Path("params.yaml")
+DEVICE_SPELLING = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")  # settings.device, device=, harness.devices
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.@]+$")]
 
 
@@ -38,8 +40,21 @@ class _Strict(BaseModel):
 
 class Settings(_Strict):
     precision: Literal["fp32", "bf16"]
-    batch_size: PositiveInt
+    batch_size: PositiveInt  # most images per forward pass on the CPU
     seed: NonNegativeInt
+    # Where tensors are computed (harness.devices): auto (a CUDA GPU when torch sees one), cpu, cuda, cuda:N.
+    # Not a DVC parameter of any stage: it says where, not what; a GPU's features carry it in their identity.
+    device: str = "auto"
+    cuda_batch_size: PositiveInt = 256  # most images per forward pass on a GPU (halved on out-of-memory)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        # the spelling only (harness.devices.parse_device says the same): whether the device is here is asked
+        # where it is used, and every stage reads params.yaml without importing torch
+        if not DEVICE_SPELLING.match(str(value).strip().lower()):
+            raise ValueError(f"{value!r} is not a device; valid: auto, cpu, cuda, cuda:N (N a GPU index)")
+        return str(value).strip().lower()
 
 
 class FewShot(_Strict):

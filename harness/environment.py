@@ -37,23 +37,17 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
-def device_name() -> str:
-    """The GPU torch computes on, else `cpu:ARCH:Nthreads`. A process that never imported torch (a pooled probe
-    stage: NumPy only) computed on the CPU: `cpu:ARCH:Nthreads` with N = OMP_NUM_THREADS, else the usable cores
-    (what torch reports on this project's machines), so its records name the device as a torch stage's do."""
+def device_name(device: str | None = None) -> str:
+    """What computed this process's work: `device` (a torch device string) described by `harness.devices`,
+    the CPU when None. A GPU the process merely could see is never named: only the device its tensors were on.
+    A process that never imported torch (a pooled probe stage: NumPy only) computed on the CPU with
+    OMP_NUM_THREADS threads, else the usable cores (what torch reports on this project's machines)."""
+    from harness.devices import describe_device, device_kind
+
     torch = sys.modules.get("torch")
-    if torch is None:
-        return f"cpu:{platform.machine()}:{_default_threads()}threads"
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return f"cpu:{platform.machine()}:{torch.get_num_threads()}threads"
-
-
-def _default_threads() -> int:
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > 0:
-        return int(threads)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if device is not None and device_kind(device) != "cpu":
+        return describe_device(device)
+    return describe_device("cpu", threads=None if torch is None else torch.get_num_threads())
 
 
 def cuda_runtime() -> str | None:
@@ -95,7 +89,9 @@ def image_identity() -> str | None:
 
 
 @cache
-def environment_fingerprint() -> Environment:
+def environment_fingerprint(device: str | None = None, features_device: str | None = None) -> Environment:
+    """The record's environment: `device` is what computed the run (None: the CPU), `features_device` what
+    computed the features it read, where that was not the CPU (the extraction's own description says)."""
     import numpy
 
     status = _git("status", "--porcelain", "--untracked-files=no", "--", "harness", "pyproject.toml")
@@ -108,7 +104,8 @@ def environment_fingerprint() -> Environment:
         timm=_version("timm"),
         open_clip=_version("open_clip_torch"),
         numpy=numpy.__version__,
-        device=device_name(),
+        device=device_name(device),
+        features_device=features_device,
         image=image_identity(),
         cuda=cuda_runtime(),
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.atomic import write_text_atomic
+from harness.atomic import umask_mode, write_text_atomic
 from harness.hashing import canonical_json, hash_json
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class FeatureCache:
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload + hashlib.sha256(payload).digest())
+                os.fchmod(handle.fileno(), umask_mode())  # readable as the user's other files are (not 0600)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -224,6 +224,29 @@ def stage_names(document: dict[str, Any]) -> set[str]:
     return names
 
 
+def stage_commands(document: dict[str, Any]) -> dict[str, str]:
+    """Each stage's command as DVC runs it: a foreach group's template with `${key}`, `${item}` and
+    `${item.FIELD}` filled in for each of its items (what `harness.executors.parallel` starts itself)."""
+    import re
+
+    commands: dict[str, str] = {}
+    for name, stage in document["stages"].items():
+        foreach = stage.get("foreach")
+        if foreach is None:
+            commands[name] = stage["cmd"]
+            continue
+        entries = foreach.items() if isinstance(foreach, dict) else ((item, item) for item in foreach)
+        for key, item in entries:
+            def fill(match: re.Match, key: str = key, item: Any = item) -> str:
+                field = match.group(1)
+                if field == "key":
+                    return str(key)
+                return str(item) if field == "item" else str(item[field.removeprefix("item.")])
+
+            commands[f"{name}@{key}"] = re.sub(r"\$\{(key|item(?:\.\w+)?)\}", fill, stage["do"]["cmd"])
+    return commands
+
+
 def stale_lock_entries(names: set[str], path: Path = LOCK_FILE) -> list[str]:
     """The dvc.lock entries of stages not in `names` (what prune_lock drops)."""
     if not path.is_file():

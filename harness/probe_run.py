@@ -21,6 +21,7 @@ import numpy as np
 from harness import paths
 from harness.config import ConfigError, Params, canonical_backbone
 from harness.datasets.manifest import Manifest
+from harness.devices import requested_device, resolve_device
 from harness.environment import environment_fingerprint
 from harness.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.fewshot import UNIT_PARAM, Shot, fewshot_manifest
@@ -171,6 +172,10 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         feature_dir = paths.features_dir(job.feature_grid, job.backbone, job.dataset)
         extraction = read_extraction(feature_dir)
         described = extraction["backbone"]
+        # the device this run computes on (pooled probes: the CPU, whatever was asked) and the one its features
+        # were computed on: each record names what did its work, never what was merely present
+        device = str(resolve_device(requested_device(params.settings.device))) if spec.uses_device else "cpu"
+        base["environment"] = environment_fingerprint(device, extraction.get("device"))
         # the precision the features were computed at is the backbone's (its identity includes it)
         base["precision"] = described["precision"]
         backbone_info = BackboneInfo(
@@ -203,7 +208,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
                    "precision": described["precision"], "seed": params.settings.seed,
                    "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
         inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
-                             rebuild)
+                             rebuild, device=device)
         split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
         dataset_info = DatasetInfo(
             name=job.dataset, identity=dataset_identity, split=split,

@@ -54,7 +54,9 @@ class Environment(_Strict):
     timm: str | None
     open_clip: str | None
     numpy: str
-    device: str
+    device: str  # what computed the run: `cpu:MODEL:KERNEL_FLAGS:Nthreads` or `cuda:MODEL:sm_XY:…` (harness.devices)
+    # what computed the features the run read, where that was not the CPU: `cuda:MODEL:…` from the extraction
+    features_device: str | None = None
     image: str | None = None  # container image identity, when run inside one
     # The CUDA runtime torch loads: the lock's nvidia-cuda-runtime wheel (pinned and hashed), else the CUDA torch was
     # built against; None for a torch without CUDA, and in records made before the field existed.

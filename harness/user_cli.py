@@ -16,7 +16,7 @@ from harness.plan import name_list
 from harness.registry import unknown_name_message
 
 log = logging.getLogger("visbench")
-DATA_KEYS = ["backbone", "build_site", "data", "limit", "stems", "task"]
+DATA_KEYS = ["backbone", "build_site", "data", "device", "limit", "stems", "task"]
 
 
 def run_user_data_command(args: list[str]) -> int:
@@ -38,10 +38,18 @@ def run_user_data_command(args: list[str]) -> int:
         valid = ", ".join(project.datasets) if project else "none"
         raise ConfigError(f"data={data}: not a folder, nor a dataset in params.yaml (those: {valid})")
     backbones = _backbones(overrides.get("backbone"))
+    device = overrides.get("device")
+    if device is not None:  # a GPU that is not here: one line, before any task runs
+        from harness.devices import DeviceError, parse_device, resolve_device
+
+        try:
+            device = str(resolve_device(parse_device(device)))
+        except DeviceError as error:
+            raise ConfigError(str(error)) from None
     for task in tasks:  # the folder's layout for every task, before any task runs
         dataset_spec(data, task, project, limit=limit, stems=stems)
     return run_user_data(tasks, backbones, data, limit=limit, stems=stems,
-                         build_site=overrides.get("build_site", True))
+                         build_site=overrides.get("build_site", True), device=device)
 
 
 def _tasks(value: str | None) -> list[str]:

@@ -51,13 +51,13 @@ extra_javascript: [javascripts/tablesort.js]
 
 
 def run_user_data(tasks: list[str], backbones: list[str], data: str, *, limit: int | None = None,
-                  stems: str | None = None, build_site: bool = True) -> int:
+                  stems: str | None = None, build_site: bool = True, device: str | None = None) -> int:
     """Every task × backbone on `data`; 0 when all succeeded, 1 otherwise (each failure logged)."""
     failed = []
     for task in tasks:
         for backbone in backbones:
             try:
-                result = run(backbone, task, data, limit=limit, stems=stems, workspace=USER)
+                result = run(backbone, task, data, limit=limit, stems=stems, workspace=USER, device=device)
             except RunFailed as error:
                 log.error("%s × %s on %s failed: %s", task, backbone, data, error)
                 failed.append(f"{task} × {backbone}")

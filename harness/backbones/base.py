@@ -52,6 +52,12 @@ class Backbone(nn.Module, ABC):
     # bit-identical features to every other size, measured by benchmarks/batch_size.py. Depthwise CNNs run
     # fastest in small batches that stay in cache (EfficientNet-Lite0: ~3x at 4 than at 32, same bits).
     batch_sizes: ClassVar[dict[str, int]] = {"fp32": 32, "bf16": 32}
+    # On a GPU the forward pass is cheap next to its launch overhead at CPU batch sizes: start here (capped by
+    # `settings.cuda_batch_size`), halved on an out-of-memory error (`harness.extract`).
+    cuda_batch_size: ClassVar[int] = 256
+    # Convolutions run fastest with NHWC inputs on cuDNN (and oneDNN): families whose models are channels_last
+    # set it, and the extraction hands them channels_last batches on CUDA.
+    channels_last: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -72,6 +78,25 @@ class Backbone(nn.Module, ABC):
         self.architecture = architecture
         self.precision: Precision = precision
         self.model.to(_DTYPES[precision])
+        self.device = torch.device("cpu")
+
+    def to_device(self, device: torch.device | str) -> Backbone:
+        """Move the model to `device` (in place). A CUDA device enters the identity: features computed there
+        are other bits than the CPU's and never share a cache entry with them; the CPU, the reference every
+        committed record was computed on, adds nothing (its identities stay those of before devices existed)."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        self._layer_strides = None
+        return self
+
+    @property
+    def device_identity(self) -> str | None:
+        """`cuda:<GPU model>` on a GPU (what decides its kernels), None on the CPU."""
+        if self.device.type == "cpu":
+            return None
+        if self.device.type == "cuda":
+            return f"cuda:{torch.cuda.get_device_name(self.device)}"
+        return self.device.type
 
     @property
     def batch_size(self) -> int:
@@ -84,12 +109,15 @@ class Backbone(nn.Module, ABC):
         return self.weights.get("kind") == "random"
 
     def identity_spec(self) -> dict[str, Any]:
-        return {
+        spec = {
             "architecture": self.architecture,
             "weights": self.weights,
             "preprocess": self.preprocess.spec(),
             "precision": self.precision,
         }
+        if self.device_identity is not None:
+            spec["device"] = self.device_identity
+        return spec
 
     @property
     def identity(self) -> str:
@@ -110,7 +138,7 @@ class Backbone(nn.Module, ABC):
         if getattr(self, "_layer_strides", None) is None:
             size = self.preprocess.crop
             with torch.inference_mode():
-                blank = torch.zeros(1, 3, size, size, dtype=_DTYPES[self.precision])
+                blank = torch.zeros(1, 3, size, size, dtype=_DTYPES[self.precision], device=self.device)
                 maps = self.feature_maps(blank, list(range(self.num_layers))).maps
             self._layer_strides = [max(1, round(size / m.shape[-2])) for m in maps]
         return self._layer_strides
@@ -160,7 +188,7 @@ class Backbone(nn.Module, ABC):
         """
         mode = self.resolve_pooling(pooling)
         indices = self.resolve_layers(layers)
-        out = self.feature_maps(images.to(_DTYPES[self.precision]), indices)
+        out = self.feature_maps(images.to(self.device, _DTYPES[self.precision], non_blocking=True), indices)
         grid_hw = tuple(out.maps[-1].shape[-2:])
         maps = [
             m if tuple(m.shape[-2:]) == grid_hw else F.interpolate(m.float(), grid_hw, mode="bilinear")

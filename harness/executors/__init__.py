@@ -30,9 +30,15 @@ def check_executor(overrides: dict) -> str:
     return executor
 
 
-def run_stages(executor: str, runs: list[Run], targets: list[str]) -> tuple[int, bool]:
+def run_stages(executor: str, runs: list[Run], targets: list[str], devices: list[str] | None = None
+               ) -> tuple[int, bool]:
     """Bring `targets` (the stages of `runs`, upstream first) up to date: (exit code, 0 when all are; whether
-    collect and site ran too, as the local executor's single `dvc repro` does)."""
+    collect and site ran too, as the local executor's single `dvc repro` does). Several `devices`: extraction
+    runs in one process per device (`harness.executors.parallel`)."""
+    if devices and len(devices) > 1:
+        from harness.executors.parallel import run_in_parallel
+
+        return run_in_parallel(runs, targets, devices)
     if executor == "slurm":
         from harness.executors.slurm import run_on_slurm
 

@@ -41,8 +41,9 @@ FEATURE_ONLY_PARAMS = ("pooling", "layers")
 
 def evaluate_arrays(spec: ProbeSpec, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], *,
                     seed: int = 0, classes: list[str] | None = None, saved_head: Any = None,
-                    **params: Any) -> ProbeResult:
+                    device: str = "cpu", **params: Any) -> ProbeResult:
     from harness import paths
+    from harness.devices import resolve_device
     from harness.probes.base import ProbeInputs
 
     if spec.name in UNSUPPORTED:
@@ -54,7 +55,9 @@ def evaluate_arrays(spec: ProbeSpec, features: Mapping[str, np.ndarray], targets
     block = _params(spec, params)
     with tempfile.TemporaryDirectory(prefix="visbench-arrays-") as tmp, paths.workspace(Path(tmp)):
         manifest, rows = _manifest(spec, features, targets, classes, paths.dataset_dir(ARRAYS_DATASET))
-        inputs = ProbeInputs(manifest, lambda item: rows[item.path], block, seed)
+        # `device`: where a probe that computes with torch (`ProbeSpec.uses_device`) trains; others ignore it
+        device = str(resolve_device(device)) if spec.uses_device else "cpu"
+        inputs = ProbeInputs(manifest, lambda item: rows[item.path], block, seed, device=device)
         if saved_head is not None:  # a loaded head (`harness.heads.load_probe`): scored, not trained
             return saved_head.evaluate_inputs(inputs)
         return spec.run(inputs)

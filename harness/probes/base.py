@@ -87,6 +87,10 @@ class ProbeSpec:
     # Score a saved head (`ProbeResult.head`) on the inputs' evaluation split without training: what a shared
     # head's evaluation runs. None: the probe saves no head (it trains nothing, or its head is not saved yet).
     score_head: Callable[[ProbeInputs, ProbeHead], ProbeResult] | None = None
+    # Whether the probe computes with torch on the run's device (`ProbeInputs.device`: dense heads, detection,
+    # fine-tuning). Pooled probes fit NumPy/linear heads on the CPU whatever the run asked for, and their
+    # records say so.
+    uses_device: bool = False
 
     def resolve_protocol(self, manifest: Manifest | None) -> str:
         if manifest is None or self.protocol_for is None:
@@ -156,6 +160,9 @@ class ProbeInputs:
     # How to rebuild the backbone that made the features (name, identity, precision, seed, checkpoint), for the
     # one protocol that trains part of it (finetune-last-n); frozen probes never read it.
     backbone: dict[str, Any] | None = None
+    # The torch device a probe with `uses_device` trains and predicts on (`harness.devices.resolve_device`):
+    # its heads and batches move there and its results come back to the CPU as NumPy arrays.
+    device: str = "cpu"
 
     def stack(self, items: list[Item]) -> np.ndarray:
         return np.stack([self.features(item) for item in items])

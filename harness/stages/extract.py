@@ -63,6 +63,9 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
     name = canonical_backbone(backbone_name)
     phase, early = "load_backbone", None
     try:
+        from harness.devices import requested_device, resolve_device
+
+        device = resolve_device(requested_device(params.settings.device))
         requests = feature_requests(params, list(reads))
         if code:
             load_code(code)
@@ -76,7 +79,12 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         )
         phase = "extract"
         manifest = Manifest.load(paths.manifest_path(dataset))
-        description = extract_dataset(backbone, manifest, requests, out_dir, params.settings.batch_size, early)
+        cap = params.settings.batch_size if device.type == "cpu" else params.settings.cuda_batch_size
+        description = extract_dataset(backbone, manifest, requests, out_dir, cap, early, device=device)
+        timing = description.pop("timing")  # this run's, not the features': it stays out of the DVC output
+        log.info("%s × %s: %d images computed in %.1f s (waiting for decode %.1f s, forward %.1f s, cache %.1f s)",
+                 name, dataset, timing["images"], timing["total_s"], timing["decode_wait_s"], timing["forward_s"],
+                 timing["store_s"])
     except Exception as error:
         if early is not None:
             early.stop()
