@@ -37,6 +37,7 @@ class MetricCheck:
     committed: float | None
     reproduced: float | None
     tolerance: float
+    same_or_not: bool = False  # a yes/no check (a file's hash, the status): printed as agree/differ
 
     @property
     def difference(self) -> float | None:
@@ -51,7 +52,7 @@ class MetricCheck:
 
 def _same(run_id: str, name: str, same: bool) -> MetricCheck:
     """A yes/no check in metric form: reproduced is 0 when equal, 1 when not; tolerance 0."""
-    return MetricCheck(run_id, name, 0.0, 0.0 if same else 1.0, 0.0)
+    return MetricCheck(run_id, name, 0.0, 0.0 if same else 1.0, 0.0, same_or_not=True)
 
 
 def compare(committed: Record, reproduced: Record, tolerance: float = 0.0,
@@ -123,11 +124,36 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None,
                 reproduced_records = read_records(paths.failure_path(run.stage))
             result = [check for reproduced in reproduced_records
                       for check in compare(corpus[reproduced.run_id], reproduced, tolerance, Path(tmp))]
+            for line in device_notes(corpus, reproduced_records, tolerance):
+                log.info("verify %s: %s", run.stage, line)
             checks += result
             worst = max((abs(c.difference) for c in result if c.difference is not None), default=0.0)
             log.info("[%d/%d] verify %s: %s (max |diff| %.3g)", index, len(runs), run.stage,
                      "agrees" if all(c.ok for c in result) else "DIFFERS", worst)
     return checks
+
+
+def _devices(record: Record) -> str:
+    """What computed a record: its features' device where that was not the CPU, then the run's own."""
+    env = record.environment
+    return f"features on {env.features_device}, probe on {env.device}" if env.features_device else env.device
+
+
+def device_notes(corpus: dict[str, Record], reproduced: list[Record], tolerance: float) -> list[str]:
+    """A line for each re-run computed on another kind of device than its committed record (a GPU against the
+    CPU): what computed each, and the tolerance the comparison is made under (0 unless one was declared)."""
+    from harness.devices import device_kind
+
+    notes = []
+    for record in reproduced:
+        committed = corpus[record.run_id]
+        kinds = {device_kind(r.environment.features_device or r.environment.device) for r in (committed, record)}
+        kinds |= {device_kind(r.environment.device) for r in (committed, record)}
+        if len(kinds) > 1:
+            notes.append(f"committed by {_devices(committed)}; re-run by {_devices(record)}: compared "
+                         + (f"within the declared tolerance {tolerance:g}" if tolerance else
+                            "exactly (another device's kernels round differently: declare one, e.g. tolerance=1e-4)"))
+    return notes
 
 
 def format_checks(checks: list[MetricCheck]) -> str:
@@ -136,6 +162,10 @@ def format_checks(checks: list[MetricCheck]) -> str:
         def fmt(v: float | None) -> str:
             return "missing" if v is None else f"{v:.6f}"
 
+        if c.same_or_not:  # a hash or the status: the two agree or differ, there is no amount
+            lines.append(f"{c.run_id:<48} {c.metric:<18} {'':>10} {'agree' if c.ok else 'differ':>10} {'':>10}  "
+                         f"{'yes' if c.ok else 'NO'}")
+            continue
         # the difference in 3 significant digits: a 6e-7 difference must not print as 0.000001 or -0.000000
         diff = "missing" if c.difference is None else f"{c.difference:.3g}"
         lines.append(f"{c.run_id:<48} {c.metric:<18} {fmt(c.committed):>10} {fmt(c.reproduced):>10} "

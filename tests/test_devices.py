@@ -189,3 +189,22 @@ def test_cli_refuses_device_and_devices_together():
     out = subprocess.run([sys.executable, "-m", "harness.cli", "device=cpu", "devices=cpu,cpu", "dry_run=true"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "not both" in out.stderr
+
+
+def test_verify_says_when_a_gpu_re_run_is_compared_with_a_cpu_record():
+    from harness.records import read_records
+    from harness.verify import _same, device_notes, format_checks
+
+    committed = next(r for r in read_records(ROOT / "leaderboard" / "corpus.jsonl") if r.status == "ok")
+    gpu = committed.model_copy(update={"environment": committed.environment.model_copy(update={
+        "device": "cuda:NVIDIA H200:sm_90:139.8GiB:driver 580.159.03:cuda 13.0",
+        "features_device": "cuda:NVIDIA H200:sm_90:139.8GiB:driver 580.159.03:cuda 13.0"})})
+    corpus = {committed.run_id: committed}
+    assert device_notes(corpus, [committed], 0.0) == []  # CPU against CPU: nothing to say
+    [exact] = device_notes(corpus, [gpu], 0.0)
+    assert f"committed by {committed.environment.device}" in exact and "features on cuda:NVIDIA H200" in exact
+    assert "declare one, e.g. tolerance=" in exact
+    [within] = device_notes(corpus, [gpu], 1e-4)
+    assert "within the declared tolerance 0.0001" in within
+    table = format_checks([_same("run", "samples_sha256", True), _same("run", "samples_sha256", False)])
+    assert "agree" in table.splitlines()[1] and "differ" in table.splitlines()[2] and "1.000000" not in table

@@ -110,6 +110,8 @@ def run(job_dir: Path) -> int:
     if (job_dir / "config.local").is_file():  # the coordinator's remote settings (and credentials' paths)
         shutil.copy2(job_dir / "config.local", ".dvc/config.local")
     stages: list[str] = spec["stages"]
+    print(f"[0s] worker on {socket.gethostname()}: GPUs granted: {os.environ.get('SLURM_JOB_GPUS') or 'none'} "
+          f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})", flush=True)
     checked = list(dict.fromkeys([*spec["prepare"], *stages]))
     repro = _dvc(["repro", "--pull", "--keep-going", *stages])
     stale = stale_stages(checked)
@@ -118,8 +120,10 @@ def run(job_dir: Path) -> int:
     push = _dvc(["push", "--run-cache", *cached_ok]) if cached_ok else 0
     if push != 0:  # outputs that never reached the remote cannot be restored by the coordinator
         status.update({stage: "failed" for stage in cached_ok})
+    # the GPU(s) SLURM granted this job (its stages' records name the one each computed on)
     outcome = {"stages": status, "repro_exit": repro, "push_exit": push, "host": socket.gethostname(),
-               "job_id": os.environ.get("SLURM_JOB_ID"), "started": started, "finished": time.time()}
+               "job_id": os.environ.get("SLURM_JOB_ID"), "started": started, "finished": time.time(),
+               "gpus": os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES")}
     write_returned(job_dir, outcome, spec["probe_stages"], checked)
     failed = sorted(stage for stage, state in status.items() if state != "ok")
     print(f"[{time.monotonic() - _STARTED:.0f}s] worker: {len(status) - len(failed)} of {len(status)} stages up to date"
