@@ -35,18 +35,32 @@ def dataset_spec(dataset: str | Path | dict[str, Any], task: str, project: Param
     if isinstance(dataset, dict):
         spec = dict(dataset)
         name = str(spec.pop("name", spec.get("kind", "data")))
-        return name, spec if limit is None else _limited_spec(name, spec, limit)
+        return _distinct(name, limit, None), spec if limit is None else _limited_spec(name, spec, limit)
     text = str(dataset)
     if project is not None and text in project.datasets and not Path(text).is_dir():
         spec = dict(project.datasets[text])
-        return text, spec if limit is None else _limited_spec(text, spec, limit)
+        return _distinct(text, limit, None), spec if limit is None else _limited_spec(text, spec, limit)
     folder = Path(text)
     if not folder.is_dir():
         known = ", ".join(project.datasets) if project else "none (no params.yaml here)"
         raise ConfigError(f"dataset {text!r} is neither a folder nor a dataset in params.yaml ({known})")
     name = _name_of(folder)
     spec = folder_spec(folder, task, stems)
-    return name, spec if limit is None else _limited_spec(name, spec, limit)
+    return _distinct(name, limit, stems), spec if limit is None else _limited_spec(name, spec, limit)
+
+
+def _distinct(name: str, limit: int | None, stems: str | Path | None) -> str:
+    """The dataset's name with what selects a subset of it (`_limit10`, `_stems<hash of the lists>`): a run on 10
+    images per class and one on the whole folder are two runs, with two records, never one file overwritten."""
+    if limit is not None:
+        name += f"_limit{limit}"
+    if stems is not None:
+        from harness.hashing import hash_json
+
+        lists = Path(stems)
+        files = sorted(lists.rglob("*.txt")) if lists.is_dir() else [lists]
+        name += "_stems" + hash_json({f.name: f.read_text() for f in files if f.is_file()}, length=6)
+    return name
 
 
 def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dict[str, Any]:

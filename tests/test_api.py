@@ -58,7 +58,7 @@ def test_a_folder_of_class_folders_is_split_in_halves(tmp_path, monkeypatch):
     folder = write_image_folder(tmp_path / "flowers", per_split=6, splits=(None,), classes=3)
     result = harness.run(CONTROL, "classification", folder, epochs=2, train_split="train", eval_split="val",
                          lr=0.01, weight_decay=0.0, batch_size=8, limit=2)  # no params.yaml here: all given
-    assert result.record.dataset.name == "flowers"
+    assert result.record.dataset.name == "flowers_limit2"  # the subset is in the name: its own run id
     # halves: 3 train and 3 val images per class, of which limit=2 are kept per class in each split
     assert result.record.dataset.size == 3 * 2
     assert result.record.dataset.params["split_fractions"] == {"train": 0.5, "val": 0.5}

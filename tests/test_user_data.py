@@ -24,13 +24,13 @@ def test_data_runs_land_in_the_user_workspace_and_its_own_site(image_project, tm
     code = main(["task=classification,retrieval", "backbone=cifar_resnet20@random", f"data={folder}", "limit=2"])
     assert code == 0
     records = {r.run_id: r for r in read_records(Path("user/corpus.jsonl"))}
-    assert set(records) == {"my_photos-classification@cifar_resnet20.random",
-                            "my_photos-retrieval@cifar_resnet20.random"}
-    record = records["my_photos-classification@cifar_resnet20.random"]
+    assert set(records) == {"my_photos_limit2-classification@cifar_resnet20.random",
+                            "my_photos_limit2-retrieval@cifar_resnet20.random"}
+    record = records["my_photos_limit2-classification@cifar_resnet20.random"]
     assert record.dataset.size == 4 and record.dataset.params["limit_per_class"] == 2  # 2 per class, 2 classes
-    assert Path("user/results/my_photos/classification/cifar_resnet20.random.head.safetensors").is_file()
+    assert Path("user/results/my_photos_limit2/classification/cifar_resnet20.random.head.safetensors").is_file()
     assert Path("user/docs/index.md").is_file() and Path("user/mkdocs.yml").is_file()
-    assert "my_photos-classification" in Path("user/docs/tasks/classification.md").read_text()
+    assert "my_photos_limit2-classification" in Path("user/docs/tasks/classification.md").read_text()
     assert not Path("leaderboard").exists() and not Path("results").exists()  # the pipeline's outputs untouched
 
 
@@ -135,7 +135,7 @@ def test_what_a_folder_becomes_for_each_kind_of_task(tmp_path):
     (tmp_path / "nights").mkdir()
     (tmp_path / "nights" / "data.csv").write_text("id,split\n1,test\n")
     assert dataset_spec(tmp_path / "nights", "similarity", None, limit=5) == (
-        "nights", {"kind": "nights", "root": str(tmp_path / "nights"), "splits": ["test"], "limit_per_split": 5})
+        "nights_limit5", {"kind": "nights", "root": str(tmp_path / "nights"), "splits": ["test"], "limit_per_split": 5})
     with pytest.raises(ConfigError, match=r"no JPEGImages/, Annotations/, split lists .*VOC-style folder"):
         dataset_spec(tmp_path / "nights", "detection", None)
     voc, lists = tmp_path / "voc", tmp_path / "lists"
@@ -156,3 +156,16 @@ def test_what_a_folder_becomes_for_each_kind_of_task(tmp_path):
         "kind": "image_folder", "root": str(flat), "split_fractions": {"train": 0.5, "val": 0.5}, "limit_per_class": 1}
     spec_file = json.dumps(dataset_spec(flat, "retrieval", None)[1])
     assert "split_fractions" in spec_file
+
+
+def test_a_subset_and_the_whole_folder_are_two_runs_never_one_file(image_project, tmp_path):
+    """The same folder run whole (the API) and with limit= (the CLI) had shared one run id: the later replaced
+    the earlier. What selects the subset is in the id, so both records stay."""
+    folder = write_image_folder(tmp_path / "cifar_sub", per_split=6, splits=(None,), classes=2)
+    whole = harness.run("cifar_resnet20@random", "classification", folder)
+    assert main(["task=classification", "backbone=cifar_resnet20@random", f"data={folder}", "limit=2",
+                 "build_site=false"]) == 0
+    records = {r.run_id: r for r in read_records(Path("user/corpus.jsonl"))}
+    assert whole.record.run_id == "cifar_sub-classification@cifar_resnet20.random" and whole.record_path.is_file()
+    assert records["cifar_sub_limit2-classification@cifar_resnet20.random"].dataset.size == 4
+    assert whole.record.dataset.identity != records["cifar_sub_limit2-classification@cifar_resnet20.random"].dataset.identity
