@@ -208,3 +208,24 @@ def test_verify_says_when_a_gpu_re_run_is_compared_with_a_cpu_record():
     assert "within the declared tolerance 0.0001" in within
     table = format_checks([_same("run", "samples_sha256", True), _same("run", "samples_sha256", False)])
     assert "agree" in table.splitlines()[1] and "differ" in table.splitlines()[2] and "1.000000" not in table
+
+
+def test_verify_holds_every_per_sample_score_to_the_tolerance_and_counts_those_beyond(tmp_path, monkeypatch):
+    """A retrieval query whose near-tied neighbours swap moves its own AP far more than the mean: under a
+    tolerance that covers the mean, that query is still reported, with how many samples are beyond it."""
+    from harness.records import read_records
+    from harness.samples import write_samples
+    from harness.verify import compare, format_checks
+
+    committed = next(r for r in read_records(ROOT / "leaderboard" / "corpus.jsonl") if r.status == "ok")
+    monkeypatch.chdir(tmp_path)  # the committed file is read from the project root, the re-run's from its own
+    ids = [f"q{i}" for i in range(4)]
+    mine = write_samples(tmp_path / "a.csv", ids, {"ap": np.array([0.5, 0.25, 1.0, 0.75])}, "query")
+    theirs = write_samples(tmp_path / "b.csv", ids, {"ap": np.array([0.5, 0.25025, 1.0, 0.75])}, "query")
+    a = committed.model_copy(update={"samples": mine.model_copy(update={"path": "a.csv"})})
+    b = committed.model_copy(update={"samples": theirs.model_copy(update={"path": "b.csv"})})
+    [check] = [c for c in compare(a, b, 1e-6, tmp_path) if c.metric == "samples_max_diff"]
+    assert not check.ok and check.note == "1 of 4 samples beyond 1e-06"
+    assert "(1 of 4 samples beyond 1e-06)" in format_checks([check])
+    [wider] = [c for c in compare(a, b, 1e-3, tmp_path) if c.metric == "samples_max_diff"]
+    assert wider.ok and wider.note == ""
