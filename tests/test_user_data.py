@@ -167,5 +167,5 @@ def test_a_subset_and_the_whole_folder_are_two_runs_never_one_file(image_project
                  "build_site=false"]) == 0
     records = {r.run_id: r for r in read_records(Path("user/corpus.jsonl"))}
     assert whole.record.run_id == "cifar_sub-classification@cifar_resnet20.random" and whole.record_path.is_file()
-    assert records["cifar_sub_limit2-classification@cifar_resnet20.random"].dataset.size == 4
-    assert whole.record.dataset.identity != records["cifar_sub_limit2-classification@cifar_resnet20.random"].dataset.identity
+    subset = records["cifar_sub_limit2-classification@cifar_resnet20.random"]
+    assert subset.dataset.size == 4 and whole.record.dataset.identity != subset.dataset.identity
