@@ -75,6 +75,13 @@ def _backbones(value: str | None) -> list[str]:
             raise ConfigError("data= needs backbone=NAME (no default grid to take backbones from)")
         return [canonical_backbone(b) for b in load_params().grids[DEFAULT_GRID].backbones]
     backbones = [canonical_backbone(b) for b in name_list("backbone", value)]
+    if PARAMS_FILE.is_file():  # the project's plugins register their backbones (`list` shows them; run takes them)
+        from harness.registry import PluginError, load_plugins
+
+        try:
+            load_plugins(load_params().plugins)
+        except PluginError as error:
+            raise ConfigError(str(error)) from None
     for name in backbones:
         try:
             parse_backbone_name(name)

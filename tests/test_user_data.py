@@ -169,3 +169,23 @@ def test_a_subset_and_the_whole_folder_are_two_runs_never_one_file(image_project
     assert whole.record.run_id == "cifar_sub-classification@cifar_resnet20.random" and whole.record_path.is_file()
     subset = records["cifar_sub_limit2-classification@cifar_resnet20.random"]
     assert subset.dataset.size == 4 and whole.record.dataset.identity != subset.dataset.identity
+
+
+def test_data_runs_take_the_projects_plugin_backbones(image_project, tmp_path):
+    """`list` shows a plugin's backbone and harness.run takes it; `data=` said "unknown backbone" before."""
+    import yaml
+
+    work, _ = image_project
+    (work / "plugins").mkdir()
+    (work / "plugins" / "tiny_net.py").write_text(
+        "import torch\nfrom torch import nn\n\nfrom harness.backbones.custom import register_custom_backbone\n\n\n"
+        "class TinyNet(nn.Module):\n    def __init__(self) -> None:\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 8, kernel_size=3, stride=2, padding=1)\n\n"
+        "    def forward(self, images):\n        return [torch.relu(self.conv(images))]\n\n\n"
+        "register_custom_backbone('tiny_plugin_net', TinyNet, input_size=32, num_layers=1)\n")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    (work / "params.yaml").write_text(yaml.safe_dump({**params, "plugins": ["plugins/tiny_net.py"]}))
+    folder = write_image_folder(tmp_path / "pets", per_split=4, splits=(None,), classes=2)
+    assert main(["task=retrieval", "backbone=tiny_plugin_net@random", f"data={folder}", "build_site=false"]) == 0
+    [record] = read_records(Path("user/corpus.jsonl"))
+    assert record.run_id == "pets-retrieval@tiny_plugin_net.random" and record.backbone.control
