@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -61,23 +62,51 @@ def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) 
     if dry_run:
         return 0
     ref = experiment_ref(name)
+    kept = None
     if ref and _exists(ref):
-        # the same override on this commit before: drop that experiment instead of passing `--force`, which makes
-        # `dvc exp run` reproduce every stage upstream of the probes too (a prepare and an extraction re-ran for a
-        # 0.1 s probe: 35 s against 22 s on the default grid, and hours for a large grid's extractions)
-        _git(["update-ref", "-d", ref])
-        log.info("experiment %s was run on this commit before; running it again replaces it", name)
+        # the same override on this commit before: set that experiment aside instead of passing `--force`, which
+        # makes `dvc exp run` reproduce every stage upstream of the probes too (a prepare and an extraction re-ran
+        # for a 0.1 s probe: 35 s against 22 s on the default grid, and hours for a large grid's extractions). It
+        # comes back if this run fails: a failed run never removes a successful one.
+        kept = _set_aside(ref)
+        log.info("experiment %s was run on this commit before; a successful run replaces it", name)
+    link_outside_paths_for_experiments()
     args = ["exp", "run", "--temp", "--name", name]
     for setting in settings:
         args += ["-S", setting]
     code = run_dvc([*args, *stages])
     if code:
-        log.error("experiment %s failed (see DVC's output above); nothing committed changed", name)
+        if kept is not None and ref is not None:
+            _git(["update-ref", ref, kept])
+        log.error("experiment %s failed (see DVC's output above); nothing committed changed%s", name,
+                  "; the earlier run of this override is kept" if kept else "")
         return 1
     print(compare_with_committed(name, runs))
     log.info("the experiment is kept as a git ref: dvc exp show, dvc exp diff HEAD %s; drop it: dvc exp remove %s",
              name, name)
     return 0
+
+
+def _set_aside(ref: str) -> str | None:
+    """Remove experiment `ref` (so DVC can run it again under its name) and return the commit it pointed to."""
+    commit = (_git(["rev-parse", "--verify", ref]) or "").strip() or None
+    _git(["update-ref", "-d", ref])
+    return commit
+
+
+# DVC runs `--temp` experiments in a copy of the workspace at .dvc/tmp/exps/standalone/<random>/ (its tempdir
+# queue); a params.yaml path that leaves the project (`../shared/…`) resolves from there to this folder's siblings.
+EXPERIMENT_COPIES = Path(".dvc/tmp/exps/standalone")
+
+
+def link_outside_paths_for_experiments() -> None:
+    """Make params.yaml's paths that leave the project (`../shared/data/…`) resolve from DVC's temporary copy as
+    from the project: a link beside the copies stands in for their first folder (`standalone/shared`)."""
+    from harness.config import PARAMS_FILE
+    from harness.executors.checkout import link_outside_paths, outside_links
+
+    raw = yaml.safe_load(PARAMS_FILE.read_text())
+    link_outside_paths(outside_links(raw, Path.cwd(), EXPERIMENT_COPIES / "copy"))
 
 
 def _git(args: list[str]) -> str | None:
@@ -101,7 +130,9 @@ def _exists(ref: str) -> bool:
 
 
 def compare_with_committed(name: str, runs: list[Run]) -> str:
-    """Every metric of each selected run: the committed record (HEAD) beside the experiment's."""
+    """Every metric of each selected run: the committed record (HEAD) beside the experiment's; then, for each
+    headline metric with per-sample scores in both, the paired difference (experiment − committed) with its
+    95% bootstrap interval, and "tied" where that interval holds 0 (the boards' own test)."""
     from harness import paths
     from harness.records import parse_record
 
@@ -109,6 +140,7 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
     if ref is None or not _exists(ref):
         return f"experiment {name}: no git ref found (dvc exp show lists what exists)"
     lines = [f"{'run':<44} {'metric':<20} {'committed':>10} {name:>20}"]
+    paired = []
     for run in runs:
         path = paths.record_path(run.grid, run.task, run.backbone).as_posix()
         texts = [_git_show("HEAD", path), _git_show(ref, path)]
@@ -121,4 +153,28 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
             before = f"{old[metric]:.4f}" if metric in old else "-"
             after = f"{experiment.metrics[metric]:.4f}" if metric in experiment.metrics else "-"
             lines.append(f"{run.stage:<44} {metric:<20} {before:>10} {after:>20}")
-    return "\n".join(lines)
+        if committed is not None:
+            paired.append(_paired_line(run, committed, experiment, ref))
+    return "\n".join([*lines, *[line for line in paired if line]])
+
+
+def _paired_line(run: Run, committed, experiment, ref: str) -> str | None:
+    """`RUN headline Δ +0.0067 [-0.0067, +0.0200] over 150 images: tied`, from both runs' per-sample files."""
+    from harness.leaderboard.statistics import PairingError, derived_seed, paired_bootstrap
+    from harness.samples import parse_samples
+
+    metric = committed.headline_metric
+    if committed.samples is None or experiment.samples is None or metric not in committed.samples.columns:
+        return f"{run.stage:<44} {metric}: no per-sample scores in both runs, so no paired interval"
+    texts = [_git_show("HEAD", committed.samples.path), _git_show(ref, experiment.samples.path)]
+    if not all(texts):
+        return f"{run.stage:<44} {metric}: a per-sample file is missing, so no paired interval"
+    (ids_a, cols_a), (ids_b, cols_b) = (parse_samples(text) for text in texts)
+    try:
+        test = paired_bootstrap(ids_b, cols_b[metric], ids_a, cols_a[metric], seed=derived_seed(run.stage, ref))
+    except PairingError as error:
+        return f"{run.stage:<44} {metric}: {error}"
+    sign = -1.0 if metric in experiment.higher_is_better and not experiment.higher_is_better[metric] else 1.0
+    verdict = "tied" if test.low <= 0.0 <= test.high else ("better" if sign * test.difference > 0 else "worse")
+    return (f"{run.stage:<44} {metric} Δ {test.difference:+.4f} [{test.low:+.4f}, {test.high:+.4f}] over "
+            f"{test.count} {committed.samples.unit} samples (paired bootstrap, 95%): {verdict}")

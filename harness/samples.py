@@ -60,8 +60,12 @@ def read_samples(info: SamplesInfo, root: Path = Path(".")) -> tuple[list[str], 
     path = root / info.path
     if sha256_file(path) != info.sha256:
         raise SamplesError(f"{path} does not match the SHA-256 its record carries")
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle))
+    return parse_samples(path.read_text(encoding="utf-8"))
+
+
+def parse_samples(text: str) -> tuple[list[str], dict[str, np.ndarray]]:
+    """A samples file's text (`samples_csv`) as its ids and columns."""
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     header, body = rows[0], rows[1:]
     ids = [row[0] for row in body]
     columns = {name: np.array([float(row[i]) for row in body]) for i, name in enumerate(header) if i > 0}

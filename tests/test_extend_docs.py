@@ -138,11 +138,14 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     _git(clone, "update-ref", stale, head)
     run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "was run on this commit before; running it again replaces it" in run.stdout + run.stderr
+    assert "was run on this commit before; a successful run replaces it" in run.stdout + run.stderr
     rows = {line.split()[1]: line.split()[2:] for line in run.stdout.splitlines()
             if line.startswith("mine-retrieval@tiny_net.random ")}
     assert rows["recall@2"][0] == "-" and rows["recall@5"][1] == "-"  # only the experiment has recall@2
     assert rows["map"][0] == rows["map"][1]  # recall_at does not change the ranking
+    # the headline's paired difference over the same queries, with its interval and the boards' verdict
+    assert re.search(r"^mine-retrieval@tiny_net\.random +map Δ \+0\.0000 \[\+0\.0000, \+0\.0000\] over \d+ "
+                     r"query samples \(paired bootstrap, 95%\): tied$", run.stdout, re.M), run.stdout[-2000:]
     # the probe alone ran: the prepared data and the features came from DVC's cache
     ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
     assert ran in ([], ["mine-retrieval@tiny_net.random"]), ran  # [] = the run cache restored it

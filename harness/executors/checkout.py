@@ -69,6 +69,20 @@ def outside_links(raw_params: object, root: Path, checkout: Path) -> list[list[s
     return [[link, target] for link, target in sorted(links.items())]
 
 
+def link_outside_paths(links: list[list[str]]) -> None:
+    """Create each [link, target] of `outside_links` (a link already there is kept; anything else in its place
+    is left alone, with a line saying so)."""
+    for link, target in links:
+        where = Path(link)
+        if where.is_symlink() and os.readlink(where) == target:
+            continue
+        if where.exists() or where.is_symlink():
+            print(f"visbench: {where} exists and is not a link to {target}; leaving it", flush=True)
+            continue
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.symlink_to(target)
+
+
 def job_script(options: list[str], job_dir: Path, root: Path, snapshot: Snapshot, container: str = "") -> str:
     """The sbatch script of one job; kept in the job folder, so `sbatch job.sh` there re-runs it by hand.
     `container`: a command prefix that runs the job's Python inside an image (docs/cluster.md); empty: the
