@@ -635,3 +635,19 @@ def test_committed_protocols_have_the_anchors_boards_link_to():
     for protocol in sorted({r.protocol for r in corpus} | fewshot):
         anchor = protocol_anchor(protocol)
         assert f"{{ #{anchor} }}" in text, f"docs/protocols.md has no heading with id {anchor} for {protocol}"
+
+
+def test_a_checkpoint_that_is_not_the_published_pin_says_so_on_every_row(corpus):
+    """`checkpoint=PATH` of another file than the pin is `kind: checkpoint`: ranked as what it is, and its row
+    label says it is not the published weights wherever the row shows (boards, cross-task, compare)."""
+    from harness.leaderboard.db import CHECKPOINT_LABEL
+
+    mine = classification("dinov2_vits14", "e6b2", top1=0.9650, top5=0.9990, suffix="-mine")
+    mine = mine.model_copy(update={"backbone": mine.backbone.model_copy(update={"weights": {
+        "kind": "checkpoint", "file_sha256": "cd" * 32, "filename": "my_dinov2.safetensors"}})})
+    board = board_for(boards(connect_corpus([*corpus, mine])), "classification")
+    labels = {r["run_id"]: r["row_label"] for r in board["rows"]}
+    assert labels["dinov2_vits14-classification-cifar10-mine"] == f"dinov2_vits14 · {CHECKPOINT_LABEL}"
+    assert labels["dinov2_vits14-classification-cifar10"] == "dinov2_vits14"  # the published pin's row
+    page = rendered_pages([*corpus, mine])["tasks/classification.md"]
+    assert f"dinov2_vits14 · {CHECKPOINT_LABEL}" in page

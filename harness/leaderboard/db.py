@@ -201,7 +201,9 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = N
 
 # A layer set as a reader says it: "last layer" (layers null, the default), "layers 3", "layers 1,2,3".
 # Layer sets sort by their layer numbers, the default (NULL here) first: ORDER BY layer_order(layers) NULLS FIRST.
-_LAYER_SET_MACRO = """
+CHECKPOINT_LABEL = "own checkpoint, not the published weights"
+_LAYER_SET_MACRO = f"""
+CREATE MACRO CHECKPOINT_LABEL() AS '{CHECKPOINT_LABEL}';
 CREATE MACRO layer_set(layers) AS
     CASE WHEN layers = 'null' THEN 'last layer' ELSE 'layers ' || trim(layers, '[]') END;
 CREATE MACRO layer_order(layers) AS from_json(layers, '["BIGINT"]');
@@ -251,7 +253,9 @@ ranked AS (
 SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers,
        layer_set(layers) AS layer_set,
        CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
-            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label,
+            THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END
+       -- a weights file that is not the published pin (harness.backbones.weights): said wherever the row shows
+       || CASE WHEN weights_kind = 'checkpoint' THEN ' · ' || CHECKPOINT_LABEL() ELSE '' END AS row_label,
        headline_value, sort_value,
        CASE WHEN NOT control AND headline_value IS NOT NULL THEN partition_rank END AS rank,
        ranked_count,
