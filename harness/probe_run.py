@@ -21,7 +21,7 @@ import numpy as np
 from harness import paths
 from harness.config import ConfigError, Params, canonical_backbone
 from harness.datasets.manifest import Manifest
-from harness.devices import requested_device, resolve_device
+from harness.devices import requested_device, resolve_device, set_deterministic
 from harness.environment import environment_fingerprint
 from harness.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.fewshot import UNIT_PARAM, Shot, fewshot_manifest
@@ -175,6 +175,8 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         # the device this run computes on (pooled probes: the CPU, whatever was asked) and the one its features
         # were computed on: each record names what did its work, never what was merely present
         device = str(resolve_device(requested_device(params.settings.device))) if spec.uses_device else "cpu"
+        if device != "cpu":  # the same GPU gives the same bits: deterministic kernels, no TF32 (harness.devices)
+            set_deterministic(resolve_device(device))
         base["environment"] = environment_fingerprint(device, extraction.get("device"))
         # the precision the features were computed at is the backbone's (its identity includes it)
         base["precision"] = described["precision"]

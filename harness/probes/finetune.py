@@ -13,8 +13,14 @@ linear head on their pooled output, `weight_decay` on both, `epochs` over shuffl
 the learning rate `schedule` constant or cosine-annealed to 0 over all steps; batch-norm statistics frozen
 (running means and variances of the pretrained blocks, affine parameters trained): small batches of cached
 maps would make batch statistics noise. No augmentation (the prefix is cached, so no pixels are seen), no early
-stopping. One torch thread and a seeded initialisation, as every trained probe here. Scored as
+stopping. A seeded initialisation and, on the CPU, one torch thread, as every trained probe here. Scored as
 `classification` is: top1, top5 (per-image columns), macro_f1, train_top1.
+
+Device: the model trains and predicts on the run's device (`ProbeInputs.device`; `uses_device`). It is built on
+the CPU under the seed and then moved, so it starts from the same bits everywhere; the shuffling order is drawn
+on the CPU by the seeded generator (the same order on every device); each batch is gathered on the CPU and moved;
+logits come back with `.cpu()` before NumPy. `finetune_step` (forward, loss, backward, step) reads nothing back
+to the host, so tests drive it on the `meta` device.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_
 from harness.backbones import create_backbone
 from harness.probes.base import ProbeHead, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
 from harness.probes.classification import check_trainable, score_logits, topk_accuracy
+from harness.probes.dense.streaming import to_device
+from harness.probes.dense.train import cpu_threads, head_device
 
 
 class FinetuneParams(ProbeParams):
@@ -97,36 +105,57 @@ def run_finetune(inputs: ProbeInputs) -> ProbeResult:
     x_train = inputs.stack(train).astype(np.float32)
     y_train = np.array([i.label for i in train], dtype=np.int64)
     classes = len(inputs.manifest.classes)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the result must not depend on the machine's core count
-    try:
+    device = torch.device(inputs.device)
+    with cpu_threads(device):  # on the CPU the result must not depend on the machine's core count
         torch.manual_seed(inputs.seed)
-        model = _model(inputs, classes, x_train[0])
+        # initialised on the CPU under the seed, then moved: the same starting bits on every device
+        model = _model(inputs, classes, x_train[0]).to(device)
         _train(model, x_train, y_train, p, inputs.seed)
         model.eval()
         with torch.no_grad():
-            logits_train = model(torch.from_numpy(x_train)).numpy()
+            logits_train = model(to_device(torch.from_numpy(x_train), device)).cpu().numpy()
             logits_test = _logits(model, inputs, test)
-    finally:
-        torch.set_num_threads(threads)
     y_test = np.array([i.label for i in test], dtype=np.int64)
     samples, metrics = score_logits(logits_test, y_test, classes)
     metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
-    tensors = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
     head = ProbeHead(tensors, {"kind": "finetune-last-n", "blocks": int(p["finetune_blocks"]),
                                "classes": list(inputs.manifest.classes)})
     return ProbeResult(metrics, [i.path for i in test], samples, unit="image", head=head)
 
 
+def finetune_step(model: _Model, optimiser: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One AdamW step on a batch already on the model's device; its loss, detached, on that device (nothing is read
+    back to the host)."""
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+    return loss.detach()
+
+
 def _train(model: _Model, x: np.ndarray, y: np.ndarray, p: dict, seed: int) -> None:
+    """Train `model` in place, on the device it is on, on (x, y) given as NumPy arrays; refuse a diverged one."""
+    finetune_epochs(model, x, y, p, seed)
+    # as the linear head (harness.probes.linear_head): NaN weights give argmax class 0, finite chance-level metrics
+    if not all(torch.isfinite(param).all() for param in model.parameters()):
+        raise ValueError(f"the fine-tuned model diverged (non-finite weights after training at lr={p['lr']:g}, "
+                         f"block_lr={p['block_lr']:g}): lower probes.<task>.lr or block_lr")
+
+
+def finetune_epochs(model: _Model, x: np.ndarray, y: np.ndarray, p: dict, seed: int) -> None:
+    """`p["epochs"]` epochs of AdamW on shuffled batches, on the model's device; reads nothing back to the host
+    (so it runs on the `meta` device too)."""
+    device = head_device(model)
     optimiser = torch.optim.AdamW([{"params": model.suffix.parameters(), "lr": p["block_lr"]},
                                    {"params": model.head.parameters(), "lr": p["lr"]}],
                                   weight_decay=p["weight_decay"])
     steps_per_epoch = math.ceil(len(y) / p["batch_size"])
     total = p["epochs"] * steps_per_epoch
     base = [group["lr"] for group in optimiser.param_groups]
+    # a CPU generator whatever the device: the order (and with it every number) must not depend on where it trains
     generator = torch.Generator().manual_seed(seed)
-    features, labels = torch.from_numpy(x), torch.from_numpy(y)
+    features, labels = torch.from_numpy(x), torch.from_numpy(y)  # stay on the CPU; a batch at a time moves
     step = 0
     for _ in range(p["epochs"]):
         _frozen_norms(model)
@@ -136,21 +165,15 @@ def _train(model: _Model, x: np.ndarray, y: np.ndarray, p: dict, seed: int) -> N
                 for group, lr in zip(optimiser.param_groups, base, strict=True):
                     group["lr"] = 0.5 * lr * (1.0 + math.cos(math.pi * step / total))
             batch = order[start: start + p["batch_size"]]
-            loss = torch.nn.functional.cross_entropy(model(features[batch]), labels[batch])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+            finetune_step(model, optimiser, to_device(features[batch], device), to_device(labels[batch], device))
             step += 1
-    # as the linear head (harness.probes.linear_head): NaN weights give argmax class 0, finite chance-level metrics
-    if not all(torch.isfinite(param).all() for param in model.parameters()):
-        raise ValueError(f"the fine-tuned model diverged (non-finite weights after training at lr={p['lr']:g}, "
-                         f"block_lr={p['block_lr']:g}): lower probes.<task>.lr or block_lr")
 
 
 def _logits(model: _Model, inputs: ProbeInputs, items: list) -> np.ndarray:
-    batch = int(inputs.params["batch_size"])
-    parts = [model(torch.from_numpy(inputs.stack(items[i: i + batch]).astype(np.float32))).numpy()
-             for i in range(0, len(items), batch)]
+    """`model`'s logits for `items`, a batch at a time on the model's device, as one NumPy array."""
+    batch, device = int(inputs.params["batch_size"]), head_device(model)
+    parts = [model(to_device(torch.from_numpy(inputs.stack(items[i: i + batch]).astype(np.float32)), device))
+             .cpu().numpy() for i in range(0, len(items), batch)]
     return np.concatenate(parts)
 
 
@@ -162,15 +185,13 @@ def score_finetuned(inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
     if list(inputs.manifest.classes) != classes:
         raise ValueError(f"classes: the head predicts {classes}; dataset {inputs.manifest.name} has "
                          f"{inputs.manifest.classes}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    device = torch.device(inputs.device)
+    with cpu_threads(device):
         model = _model(inputs, len(classes), inputs.stack(test[:1]).astype(np.float32)[0])
         model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in saved.tensors.items()})
+        model = model.to(device)  # loaded on the CPU (the file's arrays), scored on the run's device
         with torch.no_grad():
             logits = _logits(model.eval(), inputs, test)
-    finally:
-        torch.set_num_threads(threads)
     samples, metrics = score_logits(logits, np.array([i.label for i in test], dtype=np.int64), len(classes))
     return ProbeResult(metrics, [i.path for i in test], samples, unit="image")
 
@@ -185,4 +206,5 @@ FINETUNE = register_probe(ProbeSpec(
     params=FinetuneParams,
     fewshot_unit="images_per_class",
     score_head=score_finetuned,
+    uses_device=True,
 ))

@@ -16,6 +16,9 @@
 v2 (from v1): the matching's least total distance. v1 took any largest matching, so which predicted pixels
 were matched, and cntP with them, drifted from the benchmark's (up to ~4 % per threshold on dense maps).
 
+The head trains and predicts on the run's device (`ProbeInputs.device`); its logits come back to the CPU, where
+steps 2 and 3 run as on a CPU-only run.
+
 Per-sample unit "image" (id = the eval item's path) with columns `image_f_at_ods` (the image's F at the
 dataset's ODS point) and `image_best_f` (its own best F along the curve); ODS, OIS, AP and R50 pool counts
 over images and have no column. Scoring runs in this process, one image at a time (about 1 s per image
@@ -104,11 +107,12 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
     trained = train_head(
         lambda: build_head(p["head"], in_channels, 1, bias), train, _bce_on_soft_target, size=size,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels)
+        layer_channels=layer_channels, device=inputs.device)
     evaluation = DenseStream(eval_items, inputs.features, int(p["batch_size"]), statistics=train.statistics)
     counts = []
     for batch in evaluation.batches():
-        logits = predict_logits(trained.head, batch.features, size=size, layer_channels=layer_channels)
+        # to the CPU: upsampling to native size, NMS and matching are host work on NumPy, per image
+        logits = predict_logits(trained.head, batch.features, size=size, layer_channels=layer_channels).cpu()
         counts += [_image_counts(manifest, item, item_logits, thresholds, float(p["max_dist"]))
                    for item, item_logits in zip(batch.items, logits, strict=True)]
     metrics, columns = summarise(thresholds, np.stack(counts))
@@ -119,4 +123,5 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
 
 EDGE_BSDS_PROBE = register_probe(ProbeSpec(
     name="edge_bsds", level="low", protocol="bsds500-boundary/v2", feature_mode="dense", headline="ods_f",
-    run=run_boundary, params=BoundaryParams, lower_is_better=frozenset({"train_loss"}), fit="squash"))
+    run=run_boundary, params=BoundaryParams, lower_is_better=frozenset({"train_loss"}), fit="squash",
+    uses_device=True))

@@ -12,6 +12,10 @@ weight_decay, batch_size, head, target_size and, for multi-layer features, layer
 record's metrics carry `train_loss` (last epoch's mean; no column). Per-sample unit "image", id = the
 eval item's path.
 
+Device: the head trains and predicts on the run's device (`ProbeInputs.device`; `uses_device`), built on the CPU
+under the seed and moved there. What is read from the data (feature statistics, the prior) is summed on the
+CPU in float64, and predictions come back to the CPU (`.cpu()`) after the output activation, before the metrics.
+
 Losses and activations: depth predicts log-depth (activation exp, loss L1 in log space); normals
 predict a 3-vector (activation: normalise, loss 1 − cos); segmentation uses (binary) cross-entropy
 and argmax / logit > 0; edges and occlusion edges regress with MSE on the raw output; keypoint
@@ -152,7 +156,8 @@ def _normals_loss(logits, target, valid):
 
 
 def _numpy(x: torch.Tensor) -> np.ndarray:
-    return x.detach().numpy()
+    # the one place a prediction leaves its device: the activation ran there, the metrics run on NumPy
+    return x.detach().cpu().numpy()
 
 
 DEPTH = DenseTask(
@@ -223,10 +228,10 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
     trained = train_head(
         lambda: build_head(p["head"], in_channels, out_channels, bias), train, task.loss, size=size,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels)
+        layer_channels=layer_channels, device=inputs.device)
     result = _score(task, inputs, trained.head, statistics, out_channels, load)
     result.metrics["train_loss"] = trained.train_loss
-    tensors = {f"head.{k}": v.detach().numpy().copy() for k, v in trained.head.state_dict().items()}
+    tensors = {f"head.{k}": v.detach().cpu().numpy().copy() for k, v in trained.head.state_dict().items()}
     tensors |= {"statistics.mean": np.asarray(statistics[0]), "statistics.std": np.asarray(statistics[1])}
     config = {"kind": p["head"], "in_channels": in_channels, "out_channels": out_channels, "target": target_name,
               "target_size": size, "layer_channels": list(layer_channels) if layer_channels else None,
@@ -250,6 +255,7 @@ def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> 
     head = build_head(config["kind"], config["in_channels"], config["out_channels"], None)
     head.load_state_dict({k.removeprefix("head."): torch.from_numpy(np.ascontiguousarray(v))
                           for k, v in saved.tensors.items() if k.startswith("head.")})
+    head = head.to(torch.device(inputs.device))  # loaded on the CPU (the file's arrays), scored on the run's device
     statistics = (saved.tensors["statistics.mean"], saved.tensors["statistics.std"])
     load, _ = _target_loader(task, inputs.manifest, size)
     layer_channels = config["layer_channels"]
@@ -258,7 +264,8 @@ def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> 
 
 def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels: int, load,
            size: int | None = None, layer_channels=None) -> ProbeResult:
-    """Metrics and per-image columns of `head` on the eval split (one batch at a time)."""
+    """Metrics and per-image columns of `head` on the eval split (one batch at a time): logits and activation on
+    the head's device, targets and metrics on the CPU."""
     p, manifest = inputs.params, inputs.manifest
     size = int(p["target_size"]) if size is None else size
     layer_channels = p.get("layer_channels") if layer_channels is None else layer_channels
@@ -291,7 +298,7 @@ def _spec(name, level, protocol, headline, task, lower=()) -> ProbeSpec:
     return register_probe(ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
-        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task)))
+        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True))
 
 
 DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))

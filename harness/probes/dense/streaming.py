@@ -3,7 +3,8 @@
 A split of dense features does not fit in memory at scale (2,000 images × 384×16×16 float32 = 786 MB),
 so nothing here holds more than one batch: features come from the probe's lookup (the feature cache),
 targets from their files, both per batch. The shuffle order is `default_rng([seed, epoch])`, a function
-of the seed and epoch alone, independent of torch's global state and of the thread count.
+of the seed and epoch alone, independent of torch's global state, of the thread count and of the device: batches
+are built on the CPU (from NumPy) and moved to the device the head trains on by `Batch.to`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,34 @@ from harness.probes.base import floored_std
 TargetLoader = Callable[[Item], tuple[np.ndarray, np.ndarray]]
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` (built on the CPU from NumPy) on `device`; on the CPU itself, the same tensor (no copy).
+
+    For a CUDA device the tensor is first copied into pinned (page-locked) memory, so the host-to-device copy is
+    asynchronous (`non_blocking`) and overlaps the previous step's kernels; torch keeps a pinned buffer alive
+    until its copy has completed. Pinning elsewhere would only cost a copy.
+    """
+    if tensor.device == device:
+        return tensor
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
+
+
 @dataclass(frozen=True)
 class Batch:
     items: list[Item]
     features: torch.Tensor  # (B, C, h, w) float32, standardised when the stream has statistics
     target: torch.Tensor | None  # (B, ...) encoded targets
     valid: torch.Tensor | None  # (B, S, S) bool
+
+    def to(self, device: torch.device) -> Batch:
+        """This batch with its tensors on `device` (see `to_device`); itself when they are already there."""
+        if self.features.device == device:
+            return self
+        return Batch(self.items, to_device(self.features, device),
+                     None if self.target is None else to_device(self.target, device),
+                     None if self.valid is None else to_device(self.valid, device))
 
 
 class DenseStream:

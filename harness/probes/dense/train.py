@@ -1,69 +1,125 @@
 """The training loop every dense probe shares: AdamW for a fixed number of epochs, no early stopping.
 
 No validation-based selection, so a record's number is a function of its hyperparameters alone. The
-head is built and trained with one torch thread (restored afterwards) and a seeded initialisation, so
-the result does not depend on the machine's core count: `verify` compares at zero tolerance.
-`train_loss` is the mean batch loss of the last epoch, weighted by batch size.
+head is built under a seeded initialisation on the CPU, whatever the device, and then moved to the run's
+device (`ProbeInputs.device`), so it starts from the same bits everywhere; batches follow it there. On the CPU
+it trains with one torch thread (restored afterwards), so the result does not depend on the machine's core
+count: `verify` compares at zero tolerance. `train_loss` is the mean batch loss of the last epoch, weighted by
+batch size.
+
+The per-batch work (`train_step`: forward, loss, backward, optimiser step), an epoch of it (`train_epoch`) and
+the prediction forward (`predict_logits`) convert nothing to Python numbers or NumPy: they run on any device, the
+`meta` device included, which is how tests without a GPU check that no tensor is created on the wrong one. The
+one read-back is the epoch's loss, once per epoch in `train_head`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from harness.probes.dense.heads import split_layers
-from harness.probes.dense.streaming import DenseStream
+from harness.probes.dense.streaming import Batch, DenseStream, to_device
 
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, target, valid) -> scalar
 
 
 @dataclass(frozen=True)
 class TrainedHead:
-    head: nn.Module
+    head: nn.Module  # on the device it trained on
     train_loss: float
+
+
+@contextmanager
+def cpu_threads(device: torch.device | str) -> Iterator[None]:
+    """One torch thread while computing on the CPU, restored afterwards: oneDNN's reductions split work by thread
+    count, and a CPU result must not depend on the machine's cores. A GPU's kernels do not depend on the host's
+    threads, so on any other device they are left as they are."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def head_device(head: nn.Module) -> torch.device:
+    """The device a head's parameters are on (every head here has parameters)."""
+    return next(head.parameters()).device
+
+
+def train_step(
+    head: nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, loss: Loss, *, size: int,
+    layer_channels: Sequence[int] | None = None,
+) -> torch.Tensor:
+    """One AdamW step on `batch` (already on the head's device); its loss, detached, still on that device.
+
+    Nothing here reads a value back to the host (a `float()` of the loss would wait for the GPU every batch):
+    the caller accumulates the returned tensor on the device."""
+    logits = head(split_layers(batch.features, layer_channels), size)
+    value = loss(logits, batch.target, batch.valid)
+    optimiser.zero_grad()
+    value.backward()
+    optimiser.step()
+    return value.detach()
+
+
+def train_epoch(
+    head: nn.Module, optimiser: torch.optim.Optimizer, stream: DenseStream, loss: Loss, *, size: int, seed: int,
+    epoch: int, layer_channels: Sequence[int] | None = None,
+) -> tuple[torch.Tensor, int]:
+    """One pass over `stream`'s batches in epoch `epoch`'s shuffled order, each moved to the head's device:
+    (Σ batch loss × batch size, a float64 scalar on that device; the number of items seen)."""
+    device = head_device(head)
+    # accumulated on the device and read once per epoch by the caller: a `float()` per batch would wait for the GPU.
+    # Bit for bit what summing Python floats gave: float32 → float64 is exact, and each product and sum is one IEEE
+    # double operation.
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    count = 0
+    for batch in stream.batches(shuffle=True, seed=seed, epoch=epoch):
+        value = train_step(head, optimiser, batch.to(device), loss, size=size, layer_channels=layer_channels)
+        total += value.double() * len(batch.items)
+        count += len(batch.items)
+    return total, count
 
 
 def train_head(
     build: Callable[[], nn.Module], stream: DenseStream, loss: Loss, *, size: int, epochs: int, lr: float,
     weight_decay: float, seed: int, layer_channels: Sequence[int] | None = None,
+    device: torch.device | str = "cpu",
 ) -> TrainedHead:
-    """Build the head under `torch.manual_seed(seed)` and train it on `stream`'s shuffled batches."""
+    """Build the head under `torch.manual_seed(seed)` (on the CPU), move it to `device` and train it there on
+    `stream`'s shuffled batches (the order is the stream's, drawn on the CPU: the same on every device)."""
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1; got {epochs}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    device = torch.device(device)
+    with cpu_threads(device):
         torch.manual_seed(seed)
-        head = build()
+        # initialised on the CPU (by the generator the seed just set), then moved: the same starting bits whatever
+        # the device; on the CPU `.to` is a no-op
+        head = build().to(device)
         optimiser = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
         head.train()
         epoch_loss = 0.0
         for epoch in range(epochs):
-            total, count = 0.0, 0
-            for batch in stream.batches(shuffle=True, seed=seed, epoch=epoch):
-                logits = head(split_layers(batch.features, layer_channels), size)
-                value = loss(logits, batch.target, batch.valid)
-                optimiser.zero_grad()
-                value.backward()
-                optimiser.step()
-                total += float(value.detach()) * len(batch.items)
-                count += len(batch.items)
-            epoch_loss = total / count
+            total, count = train_epoch(head, optimiser, stream, loss, size=size, seed=seed, epoch=epoch,
+                                       layer_channels=layer_channels)
+            epoch_loss = float(total) / count
         return TrainedHead(head.eval(), epoch_loss)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def predict_logits(
     head: nn.Module, features: torch.Tensor, *, size: int, layer_channels: Sequence[int] | None = None
 ) -> torch.Tensor:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            return head(split_layers(features, layer_channels), size)
-    finally:
-        torch.set_num_threads(threads)
+    """The head's logits for a batch of (CPU) features, moved to the head's device and computed there; the logits
+    stay on that device (callers bring what they keep back with `.cpu()` before it becomes NumPy)."""
+    device = head_device(head)
+    with cpu_threads(device), torch.no_grad():
+        return head(split_layers(to_device(features, device), layer_channels), size)

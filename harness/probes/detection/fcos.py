@@ -82,16 +82,16 @@ class Outputs:
     centerness: torch.Tensor | None  # (B, gh, gw) logits
 
 
-def cell_centres(grid_hw: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(gh, gw) x and y of each cell centre, in grid units."""
+def cell_centres(grid_hw: tuple[int, int], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(gh, gw) x and y of each cell centre, in grid units, on `device` (the head output's: they meet it)."""
     gh, gw = grid_hw
-    y, x = torch.meshgrid(torch.arange(gh, dtype=torch.float32) + 0.5, torch.arange(gw, dtype=torch.float32) + 0.5,
-                          indexing="ij")
+    y, x = torch.meshgrid(torch.arange(gh, dtype=torch.float32, device=device) + 0.5,
+                          torch.arange(gw, dtype=torch.float32, device=device) + 0.5, indexing="ij")
     return x, y
 
 
 def split_outputs(raw: torch.Tensor, num_classes: int, centerness: bool) -> Outputs:
-    x, y = cell_centres((raw.shape[2], raw.shape[3]))
+    x, y = cell_centres((raw.shape[2], raw.shape[3]), raw.device)
     distances = torch.exp(raw[:, num_classes: num_classes + 4].clamp(max=MAX_LOG_DISTANCE))
     left, top, right, bottom = distances.unbind(dim=1)
     boxes = torch.stack([x - left, y - top, x + right, y + bottom], dim=-1)
@@ -140,7 +140,18 @@ def centerness_target(x: torch.Tensor, y: torch.Tensor, boxes: torch.Tensor) -> 
 
 def fcos_loss(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *, num_classes: int,
               centerness: bool) -> torch.Tensor:
-    """The summed FCOS loss of a batch (module docstring); `target` and `positive` come from `assign`."""
+    """The summed FCOS loss of a batch (module docstring); `target` and `positive` come from `assign`, on the
+    device of `raw`. The positive count is read back to the host (on a GPU, one wait per batch): the focal term
+    is divided by it as a Python number, as it always was, so the CPU's arithmetic is unchanged."""
+    count = int(positive.sum())
+    return fcos_loss_terms(raw, target, positive, npos=max(count, 1), any_positive=count > 0,
+                           num_classes=num_classes, centerness=centerness)
+
+
+def fcos_loss_terms(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *, npos: int,
+                    any_positive: bool, num_classes: int, centerness: bool) -> torch.Tensor:
+    """`fcos_loss` given the batch's positive count (`npos`, at least 1) and whether it has any: nothing in here
+    reads a tensor back to the host, so it runs on any device (tests drive it on `meta`)."""
     # torchvision here, not at the top: importing it imports torch._dynamo (~1.7 s on 2 cores), and every
     # params.yaml check and `visbench-harness list` imports this module through the probe registry
     from torchvision.ops import generalized_box_iou_loss, sigmoid_focal_loss
@@ -148,14 +159,13 @@ def fcos_loss(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *
     out = split_outputs(raw, num_classes, centerness)
     labels = target[:, 0].long()
     one_hot = F.one_hot(labels.clamp_min(0), num_classes).permute(0, 3, 1, 2).float() * positive[:, None].float()
-    npos = max(int(positive.sum()), 1)
     loss = sigmoid_focal_loss(out.logits, one_hot, alpha=FOCAL_ALPHA, gamma=FOCAL_GAMMA, reduction="sum") / npos
-    if not positive.any():
+    if not any_positive:
         return loss
     boxes = target[:, 1:].permute(0, 2, 3, 1)[positive]
     loss = loss + generalized_box_iou_loss(out.boxes[positive], boxes, reduction="mean")
     if out.centerness is not None:
-        x, y = cell_centres((raw.shape[2], raw.shape[3]))
+        x, y = cell_centres((raw.shape[2], raw.shape[3]), raw.device)
         wanted = centerness_target(x.expand_as(positive)[positive], y.expand_as(positive)[positive], boxes)
         loss = loss + F.binary_cross_entropy_with_logits(out.centerness[positive], wanted)
     return loss
@@ -163,7 +173,8 @@ def fcos_loss(raw: torch.Tensor, target: torch.Tensor, positive: torch.Tensor, *
 
 def decode(raw: torch.Tensor, width: int, height: int, *, num_classes: int, centerness: bool,
            score_threshold: float, pre_nms_top_k: int, nms_iou: float, max_detections: int) -> Detections:
-    """One image's (C, gh, gw) raw head output → detections in pixel edges, best first."""
+    """One image's (C, gh, gw) raw head output → detections in pixel edges, best first; computed on the device
+    of `raw` (the detection probe brings its outputs to the CPU first), returned as NumPy."""
     from torchvision.ops import batched_nms  # see fcos_loss
 
     out = split_outputs(raw[None], num_classes, centerness)
@@ -175,9 +186,10 @@ def decode(raw: torch.Tensor, width: int, height: int, *, num_classes: int, cent
         score = score * torch.sigmoid(out.centerness[0].reshape(-1))[cell]
     order = torch.sort(score, descending=True, stable=True).indices[:pre_nms_top_k]
     cell, label, score = cell[order], label[order], score[order]
-    scale = torch.tensor([width / gw, height / gh, width / gw, height / gh])
+    scale = torch.tensor([width / gw, height / gh, width / gw, height / gh], device=raw.device)
     boxes = out.boxes[0].reshape(-1, 4)[cell] * scale
     boxes = torch.stack([boxes[:, 0].clamp(0, width), boxes[:, 1].clamp(0, height),
                          boxes[:, 2].clamp(0, width), boxes[:, 3].clamp(0, height)], dim=1)
     keep = batched_nms(boxes, score, label, nms_iou)[:max_detections]
-    return Detections(boxes[keep].double().numpy(), score[keep].double().numpy(), label[keep].numpy().astype(np.int64))
+    return Detections(boxes[keep].double().cpu().numpy(), score[keep].double().cpu().numpy(),
+                      label[keep].cpu().numpy().astype(np.int64))

@@ -2,8 +2,10 @@
 
 Protocol `fcos-single-scale/v1`: the training split's dense features are standardised per channel with
 that split's statistics (streamed, as the dense probes do), an `FCOSHead` (see `fcos`) is trained with
-AdamW for `epochs` epochs by the dense probes' shared loop (seeded, one torch thread, shuffled batches,
-no early stopping), and the evaluation split is decoded to at most `max_detections` boxes per image.
+AdamW for `epochs` epochs by the dense probes' shared loop (seeded, one torch thread on the CPU, shuffled batches,
+no early stopping), and the evaluation split is decoded to at most `max_detections` boxes per image. The head
+trains and predicts on the run's device (`ProbeInputs.device`); its raw outputs come back to the CPU, where they
+are decoded (thresholds, top-k, NMS) as on a CPU-only run.
 
 Metrics (dataset-level, so no per-sample column; the record's samples list the evaluation images):
 `voc_map50` (headline; VOC 2012 devkit AP at IoU 0.5, see `voc_ap`), `ap50_<class>` and `classes_scored`
@@ -69,14 +71,15 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
         lambda: FCOSHead(in_channels, len(names), tower=int(p["tower"]), width=int(p["width"]), centerness=centerness),
         train, partial(fcos_loss, num_classes=len(names), centerness=centerness), size=0,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels)
+        layer_channels=layer_channels, device=inputs.device)
     settings = {"num_classes": len(names), "centerness": centerness, "score_threshold": float(p["score_threshold"]),
                 "pre_nms_top_k": int(p["pre_nms_top_k"]), "nms_iou": float(p["nms_iou"]),
                 "max_detections": int(p["max_detections"])}
     evaluation = DenseStream(eval_items, inputs.features, batch_size, statistics=statistics)
     ground_truth, detections = [], []
     for batch in evaluation.batches():
-        raw = predict_logits(trained.head, batch.features, size=0, layer_channels=layer_channels)
+        # decoded on the CPU: one small image at a time, with NMS, is host work; one transfer per batch
+        raw = predict_logits(trained.head, batch.features, size=0, layer_channels=layer_channels).cpu()
         for item, output in zip(batch.items, raw, strict=True):
             image = truth(item)
             ground_truth.append(image)
@@ -88,4 +91,5 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
 
 DETECTION_PROBE = register_probe(ProbeSpec(
     name="detection", level="high", protocol=PROTOCOL, feature_mode="dense", headline="voc_map50",
-    run=run_detection, params=DetectionParams, lower_is_better=frozenset({"train_loss"}), fit="squash"))
+    run=run_detection, params=DetectionParams, lower_is_better=frozenset({"train_loss"}), fit="squash",
+    uses_device=True))
