@@ -112,7 +112,9 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
                     "--reads ${item.reads}"),
             "deps": [paths.dataset_dir(dataset).as_posix(), "${item.code}", *sorted(common)],
-            "params": [*SETTINGS_READ_BY_EXTRACT, *read_params],
+            # which weights file each backbone reads: a changed path re-runs its extraction (the block as a whole: a
+            # foreach template names the same params for every item; a file changed in place needs --force)
+            "params": [*SETTINGS_READ_BY_EXTRACT, *(["checkpoints"] if params.checkpoints else []), *read_params],
             "outs": [f"features/{grid}/${{key}}/{dataset}"],
         },
     }

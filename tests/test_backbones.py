@@ -259,16 +259,19 @@ def test_cifar_resnet20_checkpoint_classifies_cifar(monkeypatch):
 
 
 @needs_cifar_weights
-def test_cifar_resnet20_tampered_checkpoint_is_refused(tmp_path):
+def test_cifar_resnet20_changed_checkpoint_is_its_own_identity_never_the_pin(tmp_path):
+    """A file passed as checkpoint= that is not the pinned release (here one bit flipped in a tensor) runs as what it
+    is: `kind: checkpoint` with its own SHA-256 and the pin it is not, never labelled pretrained."""
     tampered = tmp_path / RESNET20_FILE
     shutil.copyfile(CIFAR_WEIGHTS / RESNET20_FILE, tampered)
     data = bytearray(tampered.read_bytes())
     data[len(data) // 2] ^= 0x01
     tampered.write_bytes(bytes(data))
-    with pytest.raises(WeightsUnavailableError) as error:
-        create_backbone("cifar_resnet20", checkpoint=str(tampered))
-    assert "SHA-256" in str(error.value)
-    assert RESNET20_SHA256 in str(error.value)
+    mine = create_backbone("cifar_resnet20", checkpoint=str(tampered))
+    published = create_backbone("cifar_resnet20", checkpoint=str(CIFAR_WEIGHTS / RESNET20_FILE))
+    assert mine.weights["kind"] == "checkpoint" and published.weights["kind"] == "pretrained"
+    assert mine.weights["published_pin"]["sha256"] == RESNET20_SHA256 != mine.weights["file_sha256"]
+    assert mine.weights["note"] == "not the published weights" and mine.identity != published.identity
 
 
 def test_cifar_resnet_missing_checkpoint_says_where_to_get_it(tmp_path, monkeypatch):
@@ -309,11 +312,12 @@ def test_nonexistent_checkpoint_is_refused(name, tmp_path):
         create_backbone(name, checkpoint=str(missing))
 
 
-def test_wrong_file_as_checkpoint_is_refused(tmp_path):
+def test_a_file_that_is_no_weights_file_is_refused_in_one_line(tmp_path):
     wrong = tmp_path / "model.safetensors"
     wrong.write_bytes(b"not the pinned weights")
-    with pytest.raises(WeightsUnavailableError, match="SHA-256"):
+    with pytest.raises(BackboneError, match="not a weights file") as error:
         create_backbone("resnet18", checkpoint=str(wrong))
+    assert "\n" not in str(error.value)
 
 
 def test_random_control_takes_no_checkpoint(tmp_path):

@@ -124,17 +124,28 @@ def test_parse_overrides():
         parse_overrides(["task=a", "tsk=b"], cli.RUN_KEYS)
 
 
-def test_cli_command_advised_by_the_weights_error_is_accepted(capsys):
-    """A missing-weights error advises `visbench-harness checkpoints.NAME=PATH ...`
-    (harness/backbones/weights.py, `_download`): whatever command it advises, the CLI must accept."""
+def test_what_the_weights_error_advises_is_accepted(tmp_path, monkeypatch):
+    """A missing-weights error advises a params.yaml entry and an API call (harness/backbones/weights.py,
+    `_download`): the advised entry, added to the project's params.yaml, loads and names the file as that
+    backbone's checkpoint, and the advised call reaches the file (here: absent, so it says so by its path)."""
+    import yaml
+
+    from harness.backbones import create_backbone
     from harness.backbones.weights import WeightsPin, WeightsUnavailableError, _download
 
     with pytest.raises(WeightsUnavailableError) as error:
         _download(WeightsPin("url", "https://example.invalid/model.pt", "model.pt", "v1"), "dinov2_vits14")
-    for command in re.findall(r"`visbench-harness ([^`]*)`", str(error.value)):
-        args = [a.replace("PATH", "/weights/model.safetensors") for a in command.split() if a != "..."]
-        _, _, err = _main(capsys, *args, "grid=nope")  # an unknown grid stops it before any DVC run
-        assert "unknown grid 'nope'" in err, f"advised `visbench-harness {command}` is refused: {err}"
+    message = str(error.value)
+    [entry] = re.findall(r"set `(checkpoints: \{[^`]*\})` in params.yaml", message)
+    [call] = re.findall(r"call (create_backbone\([^)]*\))", message)
+    weights = tmp_path / "model.safetensors"
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["checkpoints"] |= yaml.safe_load(entry.replace("PATH", str(weights)))["checkpoints"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert load_params(tmp_path / "params.yaml").checkpoints["dinov2_vits14"] == str(weights)
+    assert call == "create_backbone('dinov2_vits14', checkpoint=PATH)"
+    with pytest.raises(WeightsUnavailableError, match=f"checkpoint for dinov2_vits14 not found: {weights}"):
+        create_backbone("dinov2_vits14", checkpoint=str(weights))
 
 
 def test_repository_params_load():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -18,7 +17,13 @@ from torch import nn
 
 from harness.backbones.base import Backbone, FeatureMaps, WeightsUnavailableError
 from harness.backbones.registry import register_backbone
-from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.backbones.weights import (
+    WeightsPin,
+    WeightsRequest,
+    random_weights,
+    resolve_pinned_file,
+    unloadable_checkpoint,
+)
 from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # SHA-256 of akamaster/pytorch_resnet_cifar10's released files; the file names carry their first 8 hex digits.
@@ -133,17 +138,25 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
     else:
         filename, sha256 = _CHECKPOINTS[depth]
         weights_dir = Path(os.environ.get(WEIGHTS_DIR_ENV, "../shared/weights/resnet_cifar10"))
-        pin = WeightsPin("url", _RELEASE + filename, filename, "akamaster/pytorch_resnet_cifar10@master", sha256)
+        pin = WeightsPin("url", _RELEASE + filename, filename, "akamaster/pytorch_resnet_cifar10@master", sha256,
+                         accepts_checkpoints=True)
         checkpoint = request.checkpoint or str(weights_dir / filename)
         if not Path(checkpoint).is_file():
             raise WeightsUnavailableError(
                 f"{request.name}: checkpoint {checkpoint} not found. Download {pin.url} (SHA-256 {sha256}) "
                 f"into a folder and set {WEIGHTS_DIR_ENV}=FOLDER, or pass checkpoint=PATH."
             )
-        path, weights = resolve_pinned_file(pin, replace(request, checkpoint=checkpoint))
-        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+        # The weights folder holds the release (a different file there is refused); checkpoint=PATH may be the
+        # user's own training (then `kind: checkpoint`).
+        path, weights = resolve_pinned_file(pin, request, local_file=weights_dir / filename,
+                                            formats=("torch-state-dict",))
         model = CifarResNet(depth)
-        model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()}, strict=True)
+        try:  # akamaster's layout: {"state_dict": ...} saved from nn.DataParallel, hence `module.`
+            state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+            model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()}, strict=True)
+        except Exception as error:
+            expected = f'a torch.save of {{"state_dict": ...}} of a CIFAR ResNet-{depth} (akamaster\'s layout)'
+            raise unloadable_checkpoint(path, request.name, expected, error) from None
     return CifarResNetBackbone(request.name, model, _cifar_preprocess(), weights, architecture, request.precision)
 
 

@@ -37,6 +37,7 @@ class EfficientNetLiteBackbone(Backbone):
     """Layers are the ends of the seven MBConv block groups, then the 1×1 head conv (layer -1)."""
 
     pooling_modes = ("avg",)
+    channels_last = True  # its model is converted to channels_last; on CUDA its batches follow
     # benchmarks/batch_size.py, 2-core AMD EPYC, Lite0 img/s at 2/4/8/16/32: fp32 68/72/71/46/37, bf16
     # 101/136/165/116/120 (Lite1 and Lite2 alike): depthwise convolutions stay in cache in small batches.
     batch_sizes: ClassVar[dict[str, int]] = {"fp32": 4, "bf16": 8}

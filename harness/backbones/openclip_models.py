@@ -5,6 +5,12 @@ probing CLIP's image tower; `pooling=proj` gives the projected embedding that CL
 trained against. The pin is OpenAI's content-addressed release URL, whose path is the file's SHA-256, and
 the weights block of every pretrained identity names open_clip's pretrained tag (`openai`).
 
+OpenAI's URL is not a hub repo: the weights are always a checkpoint=PATH. OpenAI's TorchScript release loads
+through `open_clip.load_openai_model`, any other file as open_clip's state dict (`.bin` / `.safetensors`, open_clip's
+key names) through `open_clip.create_model(config, pretrained=PATH)`. A file that is not the pinned one (open_clip's
+re-packaged state dict is never byte-equal to OpenAI's archive) runs as `kind: checkpoint`, without the tag.
+tests/test_hub_weights.py loads seeded random weights written in both formats.
+
 `clip_vitb16_proj` / `clip_vitb32_proj` are the same towers with `use_projection` (its own identity: the flag
 is in the architecture): the default pooled feature is the 512-d image–text embedding, and the last layer's
 dense tokens are projected into that space too (after `ln_post`, as the class token is; MaskCLIP's dense
@@ -14,14 +20,23 @@ the last. Same weights file, so its checkpoint is the same file (`checkpoints.cl
 
 from __future__ import annotations
 
-import zipfile
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
-from harness.backbones.base import Backbone, FeatureMaps
+from harness.backbones.base import Backbone, BackboneError, FeatureMaps
 from harness.backbones.registry import register_backbone
-from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.backbones.weights import (
+    WeightsPin,
+    WeightsRequest,
+    file_format,
+    random_weights,
+    resolve_pinned_file,
+    unloadable_checkpoint,
+)
 from harness.preprocessing import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, Preprocess
 
 _OPENAI = "https://openaipublic.azureedge.net/clip/models/{sha}/{file}"
@@ -63,11 +78,41 @@ class OpenClipViTBackbone(Backbone):
         return FeatureMaps(maps=maps, cls=cls, extra=extra)
 
 
-def _is_torchscript(path: Path) -> bool:
-    if not zipfile.is_zipfile(path):
-        return False
-    with zipfile.ZipFile(path) as archive:
-        return any(n.endswith("constants.pkl") for n in archive.namelist())
+def _load(config: str, path: Path, name: str) -> nn.Module:
+    """The CLIP model in `path`, OpenAI's TorchScript archive or open_clip's state dict, checked to be `config`."""
+    import open_clip
+
+    torchscript = file_format(path) == "torchscript"
+    expected = "OpenAI's TorchScript CLIP" if torchscript else f"open_clip's {config} state dict"
+    try:
+        if torchscript:  # OpenAI's own release; the architecture is read off the state dict's shapes
+            with warnings.catch_warnings():  # torch.jit is deprecated, and still the format OpenAI published
+                warnings.filterwarnings("ignore", r"`torch\.jit\.load` is deprecated", FutureWarning)
+                model = open_clip.load_openai_model(str(path), device="cpu")
+        else:  # open_clip's re-packaged state dict (.bin / .safetensors), loaded strictly into `config`
+            model = open_clip.create_model(config, pretrained=str(path))
+    except Exception as error:
+        raise unloadable_checkpoint(path, name, expected, error) from None
+    _check_vision_tower(model.visual, config, path, name)
+    return model
+
+
+def _check_vision_tower(visual: nn.Module, config: str, path: Path, name: str) -> None:
+    """`load_openai_model` builds whatever architecture the archive's shapes say: a ViT-B/16 file given to
+    clip_vitb32 would otherwise run under ViT-B/32's identity."""
+    import open_clip
+
+    model_cfg: dict[str, Any] = open_clip.get_model_config(config)
+    vision = model_cfg["vision_cfg"]
+    want = {"width": vision["width"], "layers": vision["layers"], "patch": vision["patch_size"],
+            "image_size": vision["image_size"], "embed_dim": model_cfg["embed_dim"]}
+    proj = getattr(visual, "proj", None)
+    got = {"width": visual.conv1.weight.shape[0], "layers": len(visual.transformer.resblocks),
+           "patch": visual.conv1.weight.shape[-1], "image_size": visual.image_size[0],
+           "embed_dim": None if proj is None else proj.shape[1]}
+    if got != want:
+        raise BackboneError(f"{path} is not a checkpoint {name} can load (expected {config}'s vision tower "
+                            f"{want}): its vision tower is {got}")
 
 
 def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> Backbone:
@@ -82,13 +127,12 @@ def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> 
         model = open_clip.create_model(config, pretrained=None)
         weights = random_weights(model.visual, request, init=f"open_clip {open_clip.__version__} defaults")
     else:
-        pin = WeightsPin("url", _OPENAI.format(sha=sha256, file=filename), filename, "openai", sha256)
+        pin = WeightsPin("url", _OPENAI.format(sha=sha256, file=filename), filename, "openai", sha256,
+                         accepts_checkpoints=True)
         path, weights = resolve_pinned_file(pin, request)
-        weights = {**weights, "pretrained_tag": PRETRAINED_TAG}
-        if _is_torchscript(path):  # OpenAI's own release is a TorchScript archive
-            model = open_clip.load_openai_model(str(path), device="cpu", jit=False)
-        else:  # open_clip's re-packaged state dict (.bin / .safetensors)
-            model = open_clip.create_model(config, pretrained=str(path))
+        if weights["kind"] == "pretrained":  # the tag names OpenAI's release: not said of anyone else's file
+            weights = {**weights, "pretrained_tag": PRETRAINED_TAG}
+        model = _load(config, path, request.name)
     return OpenClipViTBackbone(request.name, model.visual, _PREPROCESS, weights, architecture, request.precision,
                                use_projection=use_projection)
 

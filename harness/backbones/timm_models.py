@@ -1,10 +1,17 @@
 """timm backbones: DINOv2 ViT-S/14 and ViT-B/14, ResNet-18/50 (`a1_in1k`).
 
-DINOv2 choice, measured: timm's `vit_*_patch14_dinov2` loads Meta's state dict exactly and matches
-Meta's hub model bit for bit at 518 px. At 224 px the two differ by ~2% relative: Meta interpolates the
-position embedding at every forward with `interpolate_offset=0.1`, timm resamples it once at load
-(bicubic, no offset). We use timm's resampling at load, and the identity says so (`pos_embed`), so a
-Meta-hub run can never share a cache entry or a board with it.
+DINOv2 runs as timm's `vit_*_patch14_dinov2` with the `lvd142m` file of timm's hub repos, at 224 px: timm's
+checkpoint filter resamples the 37×37 position embedding of the 518 px file to 16×16 once, at load (bicubic,
+antialiased, no `interpolate_offset`), where Meta's hub code interpolates at every forward with
+`interpolate_offset=0.1`. Those are different computations, and this module's features were never compared with
+Meta's hub model here; the identity names the resampling (`pos_embed`), so a Meta-hub run can never share a
+cache entry or a board with it.
+
+What the tests check (tests/test_hub_weights.py), with seeded random tensors in the upstream layout (a Hugging
+Face hub cache holding timm's `model.safetensors` at the pinned revision), not the real weights: the file is
+found offline through `hf_hub_download`, loaded by timm's own loader (`pretrained=True` with the file as
+`pretrained_cfg_overlay`), its tensors are the model's, and the position embedding is timm's resampling of the
+file's. A file given as checkpoint=PATH that is not the pinned one runs as `kind: checkpoint`, its own identity.
 """
 
 from __future__ import annotations
@@ -15,12 +22,19 @@ import torch
 
 from harness.backbones.base import Backbone, FeatureMaps
 from harness.backbones.registry import register_backbone
-from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.backbones.weights import (
+    WeightsPin,
+    WeightsRequest,
+    random_weights,
+    resolve_pinned_file,
+    unloadable_checkpoint,
+)
 from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
-# Pins: Hugging Face revisions and file SHA-256s as recorded (identically) by several independent public
-# projects; the hub cannot be reached from this project's machines, so they were not re-downloaded here.
-# A file passed as checkpoint=PATH must match the SHA-256, or the run is refused.
+# Pins: Hugging Face revisions and file SHA-256s recorded from public projects; the hub cannot be reached from
+# this project's machines, so no file was downloaded and hashed here to confirm them. A file fetched from the hub
+# (or found in its cache) must match the SHA-256, or the run is refused; a file passed as checkpoint=PATH that
+# does not match runs as `kind: checkpoint` under its own identity.
 _DINOV2 = {"kind": "vit", "crop_pct": 224 / 256, "create_kwargs": {"img_size": 224},
            "architecture": {"pos_embed": "timm resample at load (bicubic, no interpolate_offset)"}}
 _RESNET = {"kind": "cnn", "crop_pct": 0.95}
@@ -62,6 +76,7 @@ class TimmViTBackbone(Backbone):
 
 class TimmCNNBackbone(Backbone):
     pooling_modes = ("avg",)
+    channels_last = True  # its model is converted to channels_last; on CUDA its batches follow
     # benchmarks/batch_size.py, ResNet-18 img/s at 2/4/8/16/32: fp32 49/54/55/53/53, bf16 88/99/105/110/98
     batch_sizes: ClassVar[dict[str, int]] = {"fp32": 8, "bf16": 16}
 
@@ -87,12 +102,16 @@ def _build(name: str, request: WeightsRequest) -> Backbone:
         model = timm.create_model(spec["timm_model"], pretrained=False, **kwargs)
         weights = random_weights(model, request, init=f"timm {timm.__version__} defaults")
     else:
-        pin = WeightsPin(**spec["pin"])
-        path, weights = resolve_pinned_file(pin, request)
-        # timm's own checkpoint filter loads the file (and resamples DINOv2's position embedding).
-        model = timm.create_model(
-            spec["timm_model"], pretrained=True, pretrained_cfg_overlay={"file": str(path)}, **kwargs
-        )
+        pin = WeightsPin(**spec["pin"], accepts_checkpoints=True)
+        path, weights = resolve_pinned_file(pin, request, formats=("safetensors", "torch-state-dict"))
+        # timm's own loader reads the file and its checkpoint filter adapts it (resamples DINOv2's position
+        # embedding, converts Meta's key names); a file it cannot load is the user's to fix, so one line, no trace.
+        try:
+            model = timm.create_model(
+                spec["timm_model"], pretrained=True, pretrained_cfg_overlay={"file": str(path)}, **kwargs
+            )
+        except Exception as error:
+            raise unloadable_checkpoint(path, request.name, f"timm's {spec['timm_model']} state dict", error) from None
     if spec["kind"] == "cnn":
         model = model.to(memory_format=torch.channels_last)  # oneDNN's fast path for CPU convolutions
     cls = TimmViTBackbone if spec["kind"] == "vit" else TimmCNNBackbone

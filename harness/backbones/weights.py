@@ -1,20 +1,30 @@
-"""Where pretrained parameters come from, pinned, and how a missing file is reported.
+"""Where pretrained parameters come from, pinned, and how a missing or different file is reported.
 
-A pin names an exact revision and, where it is published, the file's SHA-256. Whatever file is used
-(downloaded or passed as `checkpoint=PATH`), its SHA-256 is computed and goes into the identity; a
-known pin that does not match is refused.
+A pin names an exact revision and, where it is published, the file's SHA-256. Whatever file is used, its
+SHA-256 is computed and goes into the identity. A file that matches the pin is the published weights
+(`kind: pretrained`). One that does not:
+
+- found or fetched by the harness itself (the hub cache, a family's weights folder): a corrupt or changed
+  upstream file, refused;
+- passed by the user as `checkpoint=PATH`, for a family whose pin says `accepts_checkpoints` (it loads any file of
+  its architecture through its library's loader): the user's own checkpoint, run under its own identity
+  (`kind: checkpoint`: its SHA-256 and format, and the pin it is not), never labelled pretrained;
+- passed as `checkpoint=PATH` to any other family: refused, as every different file was before checkpoints were
+  accepted (those families hand their packaged file over as the checkpoint, so cannot tell it from the user's).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from harness.backbones.base import WeightsUnavailableError
+from harness.backbones.base import BackboneError, WeightsUnavailableError
 from harness.hashing import hash_state_dict, sha256_file
 
 
@@ -25,6 +35,9 @@ class WeightsPin:
     filename: str
     revision: str
     sha256: str | None = None  # expected file hash, where published
+    # A checkpoint=PATH that is not this file runs as the user's own (`kind: checkpoint`) instead of being refused.
+    # Only families that pass their own copy of the pinned file as `local_file`, never as the request's checkpoint.
+    accepts_checkpoints: bool = False
 
     @property
     def url(self) -> str:
@@ -44,28 +57,123 @@ class WeightsRequest:
     precision: str = "fp32"
 
 
-def resolve_pinned_file(pin: WeightsPin, request: WeightsRequest) -> tuple[Path, dict[str, Any]]:
-    """Local path of the pinned weights and the `weights` block of the identity."""
+# What a weights file is, read from its bytes (not its name): what the `format` of a checkpoint block says.
+FORMATS = ("safetensors", "torch-state-dict", "torchscript")
+CHECKPOINT_NOTE = "not the published weights"
+
+
+def resolve_pinned_file(
+    pin: WeightsPin, request: WeightsRequest, *, local_file: str | Path | None = None,
+    formats: tuple[str, ...] = FORMATS,
+) -> tuple[Path, dict[str, Any]]:
+    """Local path of the weights and the `weights` block of the identity.
+
+    `request.checkpoint` is the user's file; without one, `local_file` (the family's own copy of the pinned file)
+    or else a download is used, and must match the pin. `formats`: what the family loads, for a checkpoint.
+    """
     if request.checkpoint:
         path = Path(request.checkpoint).expanduser()
         if not path.is_file():
             raise WeightsUnavailableError(f"checkpoint for {request.name} not found: {path}")
+    elif local_file is not None:
+        path = Path(local_file).expanduser()
+        if not path.is_file():
+            raise WeightsUnavailableError(f"pinned weights for {request.name} not found: {path}")
     else:
         path = _download(pin, request.name)
     digest = sha256_file(path)
-    if pin.sha256 and digest != pin.sha256:
+    if not pin.sha256 or digest == pin.sha256:
+        return path, {
+            "kind": "pretrained",
+            "source": pin.source,
+            "location": pin.location,
+            "revision": pin.revision,
+            "filename": pin.filename,
+            "file_sha256": digest,
+        }
+    if request.checkpoint and pin.accepts_checkpoints:
+        return path, _checkpoint_weights(path, digest, pin, request.name, formats)
+    if request.checkpoint:
         raise WeightsUnavailableError(
             f"{path} has SHA-256 {digest}, but {request.name} is pinned to {pin.sha256} "
             f"({pin.url}); refusing to run on different weights"
         )
-    return path, {
-        "kind": "pretrained",
-        "source": pin.source,
-        "location": pin.location,
-        "revision": pin.revision,
-        "filename": pin.filename,
+    fix = (f"`hf download {pin.location} {pin.filename} --revision {pin.revision} --force-download`"
+           if pin.source == "hf-hub" else f"download {pin.url} again")
+    raise WeightsUnavailableError(
+        f"{path} has SHA-256 {digest}, but {request.name} is pinned to {pin.sha256} ({pin.url}): a corrupt or "
+        f"changed upstream file, refused. Replace it: {fix}; or pass your own file as checkpoint=PATH "
+        "(it then runs as kind checkpoint, not as the published weights)"
+    )
+
+
+def _checkpoint_weights(
+    path: Path, digest: str, pin: WeightsPin, name: str, formats: tuple[str, ...] = FORMATS
+) -> dict[str, Any]:
+    """The identity block of the user's own file: what it is, and the published pin it is not."""
+    fmt = file_format(path)
+    if fmt not in formats:
+        raise BackboneError(f"{path} is a {fmt} file; {name} loads {' or '.join(formats)}")
+    return {
+        "kind": "checkpoint",
         "file_sha256": digest,
+        "filename": path.name,
+        "format": fmt,
+        "published_pin": {"location": pin.location, "revision": pin.revision, "sha256": pin.sha256},
+        "note": CHECKPOINT_NOTE,
     }
+
+
+def file_format(path: Path) -> str:
+    """`safetensors`, `torch-state-dict` (torch.save, zip or legacy pickle) or `torchscript`, from the bytes.
+
+    Refuses anything else in one line, before a loader fails on it deep inside. The loaders (timm's, open_clip's)
+    pick safetensors by the `.safetensors` suffix, so a safetensors file under another name is refused too."""
+    with path.open("rb") as handle:
+        head = handle.read(9)
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if any(n.endswith("/constants.pkl") for n in names):  # what torch.jit.save writes and torch.save does not
+            return "torchscript"
+        if any(n.endswith("/data.pkl") for n in names):
+            return "torch-state-dict"
+    elif head[:1] == b"\x80":  # a pickle: torch.save's format before torch 1.6 (e.g. akamaster's .th files)
+        return "torch-state-dict"
+    elif len(head) == 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < path.stat().st_size:
+        if path.suffix != ".safetensors":
+            raise BackboneError(f"{path} is a safetensors file: name it *.safetensors (the loaders go by the suffix)")
+        return "safetensors"  # an 8-byte little-endian header length, then the JSON header
+    raise BackboneError(f"{path} is not a weights file: expected safetensors, a torch state dict or TorchScript")
+
+
+def unloadable_checkpoint(path: Path, name: str, expected: str, error: BaseException) -> BackboneError:
+    """One line for a file the family cannot load (wrong keys, shapes, contents): the file, what was expected,
+    and what the loader said, summarised, instead of its traceback. Raise it `from None`."""
+    return BackboneError(f"{path} is not a checkpoint {name} can load (expected {expected}): "
+                         f"{type(error).__name__}: {_summary(str(error))}")
+
+
+def _summary(message: str, limit: int = 300) -> str:
+    """torch's strict-load message lists every missing and unexpected key, one line each kind: counted here, with
+    the first few named, so the size mismatches after them are not cut off. Anything else: collapsed and cut."""
+    parts = []
+    for line in message.splitlines():
+        line = line.strip()
+        for label in ("Missing", "Unexpected"):
+            if line.startswith(f"{label} key(s) in state_dict:"):
+                keys = re.findall(r'"([^"]+)"', line)
+                named = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+                parts.append(f"{len(keys)} {label.lower()} keys ({named})")
+        if line.startswith("size mismatch for"):
+            parts.append(line.rstrip("."))
+    if parts:
+        mismatches = [p for p in parts if p.startswith("size mismatch")]
+        parts = [p for p in parts if not p.startswith("size mismatch")] + mismatches[:1]
+        if len(mismatches) > 1:
+            parts.append(f"{len(mismatches) - 1} more size mismatches")
+    detail = "; ".join(parts) or " ".join(message.split())
+    return detail if len(detail) <= limit else detail[: limit - 3] + "..."
 
 
 def _download(pin: WeightsPin, name: str) -> Path:

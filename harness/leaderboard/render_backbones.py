@@ -37,13 +37,19 @@ def render_backbone_page(
     curves: list[dict[str, Any]], analysis: Analysis,
 ) -> str:
     control = summary["control"]
-    lines = [
-        f"# {cell(summary['backbone_name'])}",
-        "",
-        "Control: yes. Random-init weights, the architecture-only baseline: listed on boards but "
-        "never ranked." if control else "Control: no (pretrained weights).",
-        "",
-    ]
+    kinds = {identity["weights"].get("kind") for identity in identities}
+    if control:
+        weights = ("Control: yes. Random-init weights, the architecture-only baseline: listed on boards but "
+                   "never ranked.")
+    elif kinds == {"checkpoint"}:
+        weights = ("Control: no. Weights: a checkpoint file of your own, **not the published weights** (its SHA-256 "
+                   "and the pin it is not are under Identity).")
+    elif "checkpoint" in kinds:
+        weights = ("Control: no. Weights: the published ones and a checkpoint file of your own, **not the published "
+                   "weights** (one identity each, below); their rows are labelled apart.")
+    else:
+        weights = "Control: no (pretrained weights)."
+    lines = [f"# {cell(summary['backbone_name'])}", "", weights, ""]
     lines += _rank_profile(summary["backbone_name"], analysis)
     # The identity blocks (hashes, weight pins, preprocessing) after what a visitor came for: the results.
     if not identities:
