@@ -430,3 +430,23 @@ def test_named_layer_sets_resolve_per_backbone_by_stride():
         resnet.resolve_layers("stride16")
     features = lite0.extract_features(torch.zeros(1, 3, 224, 224), layers=lite0.resolve_layers("stride16"))
     assert features["grid_hw"] == (14, 14)
+
+
+def test_a_plugins_own_weights_run_as_its_checkpoint_never_as_published_weights(tmp_path, monkeypatch):
+    """A plugin registers a module with a weights file pinned by its sha256: a file of the user's own, so
+    `kind: checkpoint` (rows say "not the published weights"); another file at that path is refused."""
+    from harness.backbones.custom import register_custom_backbone
+    from harness.hashing import sha256_file
+
+    monkeypatch.chdir(tmp_path)
+    torch.save(_tiny_conv().state_dict(), tmp_path / "tiny.pt")
+    register_custom_backbone("tiny_with_weights_for_test", _tiny_conv, input_size=8, weights="tiny.pt",
+                             sha256=sha256_file(tmp_path / "tiny.pt"))
+    backbone = create_backbone("tiny_with_weights_for_test")
+    assert backbone.weights == {"kind": "checkpoint", "file_sha256": sha256_file(tmp_path / "tiny.pt"),
+                                "filename": "tiny.pt", "format": "torch-state-dict",
+                                "pinned_by": "the plugin's sha256", "note": "not the published weights"}
+    assert not backbone.is_control
+    torch.save(_tiny_conv(seed=1).state_dict(), tmp_path / "tiny.pt")  # another file at the pinned path
+    with pytest.raises(BackboneError, match="refusing to run on different weights"):
+        create_backbone("tiny_with_weights_for_test")

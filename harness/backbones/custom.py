@@ -2,8 +2,9 @@
 module listed under `plugins:` in params.yaml (`register_custom_backbone`, see docs/extend.md).
 
 A registered module without weights is a random-init control only (`NAME@random`, never ranked): the
-harness never calls an untrained module "pretrained". With `weights=` it is pretrained, pinned by the
-file's SHA-256 like every built-in backbone.
+harness never calls an untrained module "pretrained". With `weights=` it runs on that file, pinned by the
+file's SHA-256 like every built-in backbone, as `kind: checkpoint`: a file of your own is not a published
+release, and boards and pages say so ("not the published weights").
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from torch import nn
 from harness.backbones.base import Backbone, BackboneError, FeatureMaps, Precision
 from harness.backbones.registry import register_backbone
 from harness.backbones.weights import (
+    CHECKPOINT_NOTE,
     WeightsPin,
     WeightsRequest,
+    file_format,
     load_state_dict_file,
     random_weights,
     resolve_pinned_file,
@@ -109,8 +112,11 @@ def register_custom_backbone(
             identity = random_weights(model, request, init=f"{type(model).__qualname__} defaults")
         else:
             pin = WeightsPin("file", str(weights), Path(str(weights)).name, "local", sha256)
-            path, identity = resolve_pinned_file(pin, replace(request, checkpoint=request.checkpoint or weights))
+            path, pinned = resolve_pinned_file(pin, replace(request, checkpoint=request.checkpoint or weights))
             model.load_state_dict(load_state_dict_file(path), strict=True)
+            # the plugin's own file, pinned by its author: a checkpoint, never a published release
+            identity = {"kind": "checkpoint", "file_sha256": pinned["file_sha256"], "filename": path.name,
+                        "format": file_format(path), "pinned_by": "the plugin's sha256", "note": CHECKPOINT_NOTE}
         return CustomBackbone(request.name, model, preprocess, forward, num_layers, request.precision, identity)
 
     # the plugin that called us is the code DVC stages using `name` depend on, not this module
