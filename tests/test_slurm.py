@@ -127,6 +127,7 @@ def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubm
     assert "CANCELLED" in out and "missing until re-run" in out and all(stage in out for stage in STAGES), out
     assert not (remote_run / "results").exists() or not any((remote_run / "results").rglob("*.json")), out
     assert "prepare-tiny" in _lock(remote_run)  # the prepare job finished: restored from its run-cache entry
+    assert _left_in(tmp_path / "scratch") == [], out  # the restored job's folder and the cancelled one's are gone
 
     # 2. the same command submits that one job again (prepare is up to date now), and everything arrives
     code, out, recovery_s = _finish(_cli(remote_run, env, "executor=slurm"))
@@ -134,6 +135,7 @@ def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubm
     submitted = [line for line in out.splitlines() if line.startswith("slurm: submitted")]
     assert len(submitted) == 1 and f"visbench-{BACKBONE} " in submitted[0], out
     assert "is cached - skipping run" in out  # the extract stage came back through the run-cache
+    assert _left_in(tmp_path / "scratch") == [], out
     code, out, local_s = _finish(local_run)
     assert code == 0, out
 
@@ -155,6 +157,52 @@ def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubm
     again = subprocess.run([*dvc, "repro"], cwd=remote_run, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout + again.stderr
     print(f"\nwall time: local {local_s:.0f}s; slurm with scancel {cancelled_s:.0f}s, re-run {recovery_s:.0f}s")
+
+
+@pytest.mark.slurm
+def test_a_deleted_record_and_deleted_features_are_brought_back_through_slurm(cluster, tmp_path):
+    """A probe record deleted after a SLURM run (its outputs are `cache: false`, never in the remote) is
+    recomputed by the job; deleted features come back from the remote. Each re-run ends 0 with the same
+    metrics, DVC has nothing left to do, and no job folder is left in the scratch folder."""
+    _images(tmp_path / "images")
+    _, project = _projects(tmp_path)
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "remote", "add", "-q", "-d", "--local", "shared", str(tmp_path / "remote")],
+                   cwd=project, check=True)
+    scratch = tmp_path / "scratch"
+    env = {**cluster.env, "HF_HUB_OFFLINE": "1", "VISBENCH_SLURM_POLL_S": "1", "VISBENCH_SLURM_SCRATCH": str(scratch)}
+    base = project / "results/g/classification"
+    record, metrics = base / f"{BACKBONE}.json", base / f"{BACKBONE}.metrics.json"
+    features = project / f"features/g/{BACKBONE}/tiny"
+    lock_entry = f"extract-g-tiny@{BACKBONE}"
+
+    def through_slurm(what: str) -> str:
+        code, out, seconds = _finish(_cli(project, env, "executor=slurm"))
+        logs = "".join(f"\n--- {log}\n{log.read_text()[-4000:]}" for log in sorted(scratch.rglob("job-*.log")))
+        assert code == 0, out + logs
+        status = subprocess.run([*dvc, "status", "--json"], cwd=project, env=env, capture_output=True, text=True)
+        assert status.returncode == 0 and json.loads(status.stdout) == {}, status.stdout + status.stderr
+        assert _left_in(scratch) == [], out
+        print(f"\n{what}: {seconds:.0f}s")
+        return out
+
+    through_slurm("the grid through SLURM")
+    before = _record(record), metrics.read_bytes(), _lock(project)[lock_entry]
+
+    record.unlink()  # 1. a probe's record: recomputed in the job (nothing of it is in the remote)
+    out = through_slurm("a deleted record")
+    submitted = [line for line in out.splitlines() if line.startswith("slurm: submitted")]
+    assert len(submitted) == 1 and f"visbench-{BACKBONE} " in submitted[0], out
+    assert (_record(record), metrics.read_bytes()) == before[:2]
+
+    shutil.rmtree(features)  # 2. an extract stage's features: the job pulls them from the remote
+    through_slurm("deleted features")
+    assert _lock(project)[lock_entry] == before[2] and features.is_dir()
+    assert (_record(record), metrics.read_bytes()) == before[:2]
+
+
+def _left_in(scratch: Path) -> list[str]:
+    return sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*")) if scratch.exists() else []
 
 
 def _strip(line: str) -> dict:
@@ -332,3 +380,43 @@ def test_failure_files_become_what_the_job_left(tmp_path, monkeypatch):
     assert failure_path("failed-again").read_text() == "new failure"
     assert failure_path("never-reached").read_text() == "old failure"
     assert failure_path("new-failure").read_text() == "first failure"
+
+
+def test_the_job_pulls_cached_stages_and_runs_probes_without_pull(monkeypatch):
+    """`repro --pull` only pulls a stage whose inputs are unchanged, and a probe's outputs are never in the remote:
+    the probes run in a second `dvc repro` without --pull, and only those whose upstream stages are up to date."""
+    from harness.executors import worker
+
+    calls = []
+    monkeypatch.setattr(worker, "_dvc", lambda args: calls.append(args) or 0)
+    monkeypatch.setattr(worker, "stale_stages", lambda stages: {"extract-b"} & set(stages))
+    needs = {"probe-a": ["prepare-d", "extract-a"], "probe-b": ["prepare-d", "extract-b"]}
+    assert worker.reproduce(["extract-a", "extract-b", "probe-a", "probe-b"], ["probe-a", "probe-b"], needs) == 0
+    assert calls == [["repro", "--pull", "--keep-going", "extract-a", "extract-b"],
+                     ["repro", "--keep-going", "probe-a"]]
+    calls.clear()
+    assert worker.reproduce(["prepare-d"], [], {}) == 0 and calls == [["repro", "--pull", "--keep-going", "prepare-d"]]
+
+
+def test_a_handled_jobs_folder_goes_unless_the_job_failed(tmp_path):
+    from harness.executors.sbatch import JobState
+    from harness.executors.slurm import Submitted, clean_up
+
+    res = Resources(1, 1, 1, False)
+
+    def job(name: str, state: str, ok: bool, result: bool) -> Submitted:
+        job_dir = tmp_path / name
+        files = ["checkout/.dvc/cache/x", "job.sh", "spec.json", "job-1.log"] + ["returned/outcome.json"] * result
+        for path in files:
+            (job_dir / path).parent.mkdir(parents=True, exist_ok=True)
+            (job_dir / path).write_text("")
+        submitted = Submitted(Job(name, ["s"], [], res), job_dir, "1", JobState("1", state), result="x", ok=ok)
+        clean_up(submitted)
+        return submitted
+
+    assert not job("ok", "COMPLETED", True, True).job_dir.exists()
+    assert not job("cancelled", "CANCELLED", False, False).job_dir.exists()  # nothing measured: nothing to keep
+    for failed in (job("stage-failed", "FAILED", False, True), job("timeout", "TIMEOUT", False, False)):
+        kept = sorted(str(p.relative_to(failed.job_dir)) for p in failed.job_dir.rglob("*"))
+        result = ["returned", "returned/outcome.json"] if failed.job.key == "stage-failed" else []
+        assert kept == sorted(["job-1.log", "job.sh", "spec.json", *result])  # no checkout: its cache is large

@@ -80,8 +80,12 @@ def run_on_slurm(runs: list[Run]) -> int:
     submitted = _submit(jobs, run_dir, partition, snapshot)
     started = time.monotonic()
     _watch(submitted, started)
-    log.info("slurm: %d jobs in %.0fs (job folders under %s)\n%s", len(submitted), time.monotonic() - started,
-             run_dir, sbatch.job_table([(s.job_id, s.job.name, s.state, s.result) for s in submitted]))
+    kept = [s.job.key for s in submitted if s.job_dir.exists()]
+    if not kept:
+        _remove(run_dir)  # empty by now: each job's folder went once the job was handled
+    where = f"the failed jobs' folders ({', '.join(kept)}) kept under {run_dir}" if kept else "job folders removed"
+    log.info("slurm: %d jobs in %.0fs (%s)\n%s", len(submitted), time.monotonic() - started, where,
+             sbatch.job_table([(s.job_id, s.job.name, s.state, s.result) for s in submitted]))
     return 0 if all(s.ok for s in submitted) else 1
 
 
@@ -111,6 +115,7 @@ def _submit(jobs: list[Job], run_dir: Path, partition: Partition, snapshot: Snap
         job_dir.mkdir(parents=True)
         prepare = list(dict.fromkeys(run.prepare_stage for run in job.runs))
         spec = {"stages": job.stages, "probe_stages": job.probe_stages, "prepare": prepare,
+                "needs": {run.stage: [run.prepare_stage, run.extract_stage] for run in job.runs},
                 "links": outside_links(raw_params, root, job_dir / "checkout")}
         (job_dir / "spec.json").write_text(json.dumps(spec, indent=1))
         if config_local.is_file():
@@ -247,7 +252,28 @@ def _handle(ended: list[Submitted]) -> None:
             s.ok = ok == len(outcome) and not problems
         else:
             _report_without_result(s)
-        shutil.rmtree(s.job_dir / "checkout", ignore_errors=True)  # its DVC cache copies features: large
+        clean_up(s)
+
+
+def clean_up(s: Submitted) -> None:
+    """A handled job's folder: removed whole when its runs came back (everything it made is in the project
+    now) or when it ended without a result and without a fault of its own (cancelled, preempted, node
+    failure: nothing was measured, a re-run starts afresh). A failed job keeps what explains it: its log
+    (named by its failed records), job.sh and spec.json (`sbatch job.sh` re-runs it by hand), the DVC
+    settings it got and its result; only its checkout goes (its DVC cache copies features: large)."""
+    state = s.state.state if s.state else "UNKNOWN"
+    missing = not (s.job_dir / RETURNED).exists() and state not in sbatch.FAILED
+    _remove(s.job_dir if s.ok or missing else s.job_dir / "checkout")
+
+
+def _remove(path: Path, attempts: int = 5) -> None:
+    """rmtree, again while it fails: a cancelled job's processes may still be ending and writing there."""
+    for attempt in range(attempts):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(1 + attempt)
+    log.warning("slurm: could not remove %s", path)
 
 
 def _record_lost_runs(s: Submitted, outcome: dict, restored: set[str], verdict: dict[str, list[str]]) -> int:

@@ -1,9 +1,14 @@
 """`python -m harness.executors.worker JOB_DIR`: the body of one SLURM job, run by the job's sbatch script in
 the job's own checkout of the coordinator's tree (JOB_DIR/checkout).
 
-1. `dvc repro --pull --keep-going STAGES`: upstream outputs come from the DVC remote (what another job or
-   the coordinator pushed; a stage whose run-cache entry is there is restored, never recomputed), the rest
-   runs here, exactly as the coordinator's `dvc repro` would run it.
+1. `dvc repro --pull --keep-going CACHED_STAGES` (the prepare and extract stages). Their outputs come
+   from the DVC remote (what another job or the coordinator pushed; a stage whose run-cache entry is there is
+   restored, never recomputed); a stage whose outputs are in neither runs here.
+   Then `dvc repro --keep-going PROBE_STAGES`, without `--pull`, for the probe stages whose upstream stages are
+   now up to date. Not with `--pull`: a stage whose dependencies are unchanged but whose outputs are missing
+   is then only pulled, never run, and a probe's outputs (`cache: false`) are never in the remote, so a
+   deleted record would stay missing ("Pulling data for stage", then "Data and pipelines are up to date").
+   Without it, DVC runs such a stage, exactly as the coordinator's `dvc repro` would.
 2. `dvc push --run-cache` of the cached stages that are now up to date: their outputs and run-cache entries
    reach the remote, from which the coordinator restores them.
 3. The job's result goes to JOB_DIR/returned, written under a temporary name and renamed when complete, so
@@ -27,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.executors.checkout import link_outside_paths
 from harness.paths import failure_path
 
 RETURNED = "returned"
@@ -50,20 +56,6 @@ def stale_stages(stages: list[str]) -> set[str] | None:
         return set(json.loads(out.stdout or "{}"))
     except json.JSONDecodeError:
         return None
-
-
-def _link_outside_paths(links: list[list[str]]) -> None:
-    """params.yaml paths that leave the project (`../shared/data/…`) resolve from this checkout to where they
-    resolve from the coordinator's project: a symlink beside the checkout stands in for their first folder."""
-    for link, target in links:
-        where = Path(link)
-        if where.is_symlink() and os.readlink(where) == target:
-            continue
-        if where.exists() or where.is_symlink():
-            print(f"worker: {where} exists and is not a link to {target}; leaving it", flush=True)
-            continue
-        where.parent.mkdir(parents=True, exist_ok=True)
-        where.symlink_to(target)
 
 
 def _copy(source: Path, destination: Path) -> None:
@@ -103,17 +95,39 @@ def write_returned(job_dir: Path, outcome: dict, probe_stages: list[str], all_st
     return final
 
 
+def reproduce(stages: list[str], probe_stages: list[str], needs: dict[str, list[str]]) -> int:
+    """Bring the job's stages up to date: the cached ones with `dvc repro --pull` (restored from the remote where
+    they can be), then the probe stages with plain `dvc repro` (run where their outputs are missing or stale).
+    `needs`: probe stage → its prepare and extract stages; a probe whose upstream stage failed is not started
+    (DVC's --keep-going skips it the same way). DVC's first non-zero exit status, else 0."""
+    upstream = [stage for stage in stages if stage not in probe_stages]
+    probes = [stage for stage in stages if stage in probe_stages]
+    code = _dvc(["repro", "--pull", "--keep-going", *upstream]) if upstream else 0
+    if not probes:
+        return code
+    needed = list(dict.fromkeys(stage for probe in probes for stage in needs.get(probe, [])))
+    stale = stale_stages(needed) if needed else set()
+    if stale is None:
+        return code or 1
+    ready = [probe for probe in probes if not stale & set(needs.get(probe, []))]
+    if len(ready) < len(probes):
+        print(f"worker: not running {', '.join(p for p in probes if p not in ready)}: "
+              f"{', '.join(sorted(stale))} not up to date", flush=True)
+    probed = _dvc(["repro", "--keep-going", *ready]) if ready else 1
+    return code or probed
+
+
 def run(job_dir: Path) -> int:
     spec = json.loads((job_dir / "spec.json").read_text())
     started = time.time()
-    _link_outside_paths(spec["links"])
+    link_outside_paths(spec["links"])  # ../shared/… as from the coordinator
     if (job_dir / "config.local").is_file():  # the coordinator's remote settings (and credentials' paths)
         shutil.copy2(job_dir / "config.local", ".dvc/config.local")
     stages: list[str] = spec["stages"]
     print(f"[0s] worker on {socket.gethostname()}: GPUs granted: {os.environ.get('SLURM_JOB_GPUS') or 'none'} "
           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})", flush=True)
     checked = list(dict.fromkeys([*spec["prepare"], *stages]))
-    repro = _dvc(["repro", "--pull", "--keep-going", *stages])
+    repro = reproduce(stages, spec["probe_stages"], spec.get("needs", {}))
     stale = stale_stages(checked)
     status = {stage: "ok" if stale is not None and stage not in stale else "failed" for stage in checked}
     cached_ok = [s for s in checked if status[s] == "ok" and s not in spec["probe_stages"]]
