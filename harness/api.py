@@ -77,13 +77,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
     settings = project.settings if project else DEFAULT_SETTINGS
     if device is not None:
-        from harness.devices import DeviceError, parse_device, resolve_device
-
-        try:
-            resolve_device(parse_device(device))
-        except DeviceError as error:
-            raise ConfigError(str(error)) from None
-        settings = settings.model_copy(update={"device": parse_device(device)})
+        settings = settings.model_copy(update={"device": checked_device(device)})
     if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
         from harness.heads import head_probe_block
 
@@ -129,6 +123,18 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
         record_path = paths.record_path(grid, task, spelling)
         head_path = paths.head_path(grid, task, spelling)
     return _result(record, record_path, head_path if head_file is None and head_path.is_file() else None)
+
+
+def checked_device(device: str) -> str:
+    """`device` spelled as settings.device spells it, after checking it is here: a GPU torch cannot see (or a
+    misspelling) is a ConfigError naming the fix, raised before any work."""
+    from harness.devices import DeviceError, parse_device, resolve_device
+
+    try:
+        resolve_device(parse_device(device))
+    except DeviceError as error:
+        raise ConfigError(str(error)) from None
+    return parse_device(device)
 
 
 def _probe_block(task: str, project: Params | None, overrides: dict[str, Any]) -> dict[str, Any]:

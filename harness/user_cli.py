@@ -40,12 +40,9 @@ def run_user_data_command(args: list[str]) -> int:
     backbones = _backbones(overrides.get("backbone"))
     device = overrides.get("device")
     if device is not None:  # a GPU that is not here: one line, before any task runs
-        from harness.devices import DeviceError, parse_device, resolve_device
+        from harness.api import checked_device
 
-        try:
-            device = str(resolve_device(parse_device(device)))
-        except DeviceError as error:
-            raise ConfigError(str(error)) from None
+        device = checked_device(device)
     for task in tasks:  # the folder's layout for every task, before any task runs
         dataset_spec(data, task, project, limit=limit, stems=stems)
     return run_user_data(tasks, backbones, data, limit=limit, stems=stems,

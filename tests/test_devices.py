@@ -229,3 +229,14 @@ def test_verify_holds_every_per_sample_score_to_the_tolerance_and_counts_those_b
     assert "(1 of 4 samples beyond 1e-06)" in format_checks([check])
     [wider] = [c for c in compare(a, b, 1e-3, tmp_path) if c.metric == "samples_max_diff"]
     assert wider.ok and wider.note == ""
+
+
+@NO_GPU
+def test_a_data_run_refuses_a_gpu_that_is_not_here_before_any_task(tmp_path, monkeypatch, capsys):
+    from harness.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "photos" / "train" / "cat").mkdir(parents=True)
+    assert main(["task=classification", "backbone=cifar_resnet20@random", "data=photos", "device=cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch sees no CUDA GPU" in err[0] and not (tmp_path / "user").exists()
