@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from harness.backbones import WeightsUnavailableError, create_backbone
-from harness.config import load_params
+from harness.core.config import load_params
 
 DEFAULT = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18@random",
            "clip_vitb32@random", "cifar_resnet20", "cifar_resnet56", "hed_vgg16", "sobel"]

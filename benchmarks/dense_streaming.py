@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.datasets.manifest import Item
-from harness.feature_cache import FeatureCache
 from harness.probes.dense.streaming import DenseStream, channel_statistics
+from harness.runs.feature_cache import FeatureCache
 
 MIB = 1024 * 1024
 

@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from harness.backbones import WeightsUnavailableError, create_backbone, list_backbones
 from harness.datasets.kinds import prepare_dataset
-from harness.extract import FeatureRequest, extract_dataset
+from harness.runs.extract import FeatureRequest, extract_dataset
 
 DEFAULT = [
     "efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "cifar_resnet20", "cifar_resnet56",

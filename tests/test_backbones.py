@@ -27,7 +27,7 @@ from harness.backbones.cifar_resnet import _CHECKPOINTS, WEIGHTS_DIR_ENV
 from harness.backbones.custom import CustomBackbone
 from harness.backbones.timm_models import TIMM_PINS
 from harness.backbones.weights import WeightsPin
-from harness.preprocessing import Preprocess
+from harness.core.preprocessing import Preprocess
 
 REPO = Path(__file__).resolve().parents[1]
 CIFAR_WEIGHTS = REPO.parent / "shared" / "weights" / "resnet_cifar10"
@@ -436,7 +436,7 @@ def test_a_plugins_own_weights_run_as_its_checkpoint_never_as_published_weights(
     """A plugin registers a module with a weights file pinned by its sha256: a file of the user's own, so
     `kind: checkpoint` (rows say "not the published weights"); another file at that path is refused."""
     from harness.backbones.custom import register_custom_backbone
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     monkeypatch.chdir(tmp_path)
     torch.save(_tiny_conv().state_dict(), tmp_path / "tiny.pt")

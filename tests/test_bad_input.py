@@ -17,7 +17,7 @@ from PIL import Image
 from harness.datasets.decode import ImageDecodeError, decode_rgb
 from harness.datasets.image_folder import prepare_image_folder
 from harness.datasets.kinds import DatasetError, prepare_dataset
-from harness.extract import load_image
+from harness.runs.extract import load_image
 
 
 def _noise(seed: int, size: int = 24) -> np.ndarray:
@@ -144,7 +144,7 @@ def test_a_folder_with_no_images_is_refused_naming_it(tmp_path):
 
 def test_a_bad_file_in_a_folder_fails_extraction_naming_it(tmp_path):
     from harness.backbones import create_backbone
-    from harness.extract import FeatureRequest, extract_dataset
+    from harness.runs.extract import FeatureRequest, extract_dataset
 
     root = _folder(tmp_path / "images")
     (root / "val" / "class1" / "2.png").write_bytes(b"GIF89a but not really")

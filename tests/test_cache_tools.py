@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness import paths
-from harness import stage_calls as stages
-from harness.cache_tools import collect_garbage, feature_sets, stats_table
-from harness.cli import main
-from harness.config import load_params
-from harness.feature_cache import FeatureCache
+from harness.cli.cache import collect_garbage, feature_sets, stats_table
+from harness.cli.main import main
+from harness.core import paths
+from harness.core.config import load_params
+from harness.runs import stage_calls as stages
+from harness.runs.feature_cache import FeatureCache
 
 
 def test_stats_count_entries_and_the_last_runs_hit_rate(image_project, capsys):

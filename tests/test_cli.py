@@ -9,9 +9,9 @@ import pytest
 import yaml
 from PIL import Image
 
-from harness import cli
-from harness.config import ConfigError, canonical_backbone, load_params, parse_overrides, stage_spelling
-from harness.plan import select_runs
+from harness.cli import main as cli
+from harness.core.config import ConfigError, canonical_backbone, load_params, parse_overrides, stage_spelling
+from harness.pipeline.plan import select_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -329,7 +329,7 @@ def _write_params(tmp_path, edit) -> Path:
     (lambda d: d["checkpoints"].update(sobel="x.pt"), "sobel has fixed filters and takes no checkpoint"),
 ])
 def test_every_params_block_is_checked(tmp_path, edit, says):
-    from harness.checks import check_params
+    from harness.pipeline.checks import check_params
 
     with pytest.raises(ConfigError) as error:
         check_params(load_params(_write_params(tmp_path, edit)))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.backbones import create_backbone
-from harness.records import read_records
+from harness.runs.records import read_records
 
 CORPUS = Path(__file__).resolve().parents[1] / "leaderboard" / "corpus.jsonl"
 

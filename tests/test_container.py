@@ -24,9 +24,9 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from harness import environment
-from harness.cli import RUN_KEYS
-from harness.config import parse_overrides
+from harness.cli.main import RUN_KEYS
+from harness.core import environment
+from harness.core.config import parse_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 # One image for CPU and GPU (docker/README.md, "One image for CPU and GPU").
@@ -165,7 +165,7 @@ def test_entrypoint_is_the_cli_and_the_default_command_the_default_grid(path: Pa
     (command,) = _values(path, "CMD")
     scripts = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]["scripts"]
     assert json.loads(entrypoint) == ["visbench-harness"]
-    assert scripts["visbench-harness"] == "harness.cli:main"
+    assert scripts["visbench-harness"] == "harness.cli.main:main"
     overrides = parse_overrides(json.loads(command), RUN_KEYS)
     assert overrides == {"grid": "default"}
     assert "default" in yaml.safe_load((repo_root / "params.yaml").read_text())["grids"]
@@ -283,7 +283,7 @@ def test_dockerignore_keeps_what_the_image_needs_and_leaves_out_local_state() ->
         hit = any(fnmatch.fnmatch(prefix, p) for p in excluded for prefix in prefixes)
         return hit and f"!{path}" not in patterns
 
-    for needed in ["requirements.lock", "pyproject.toml", "harness/cli.py", "params.yaml", "dvc.yaml", "dvc.lock",
+    for needed in ["requirements.lock", "pyproject.toml", "harness/cli/main.py", "params.yaml", "dvc.yaml", "dvc.lock",
                    ".dvc/config", "docker/dvc-no-scm.config", "leaderboard", "results", "data/.gitignore"]:
         assert not ignored(needed), needed
     for local in [".git", ".venv", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "features", "data/fashion_mnist"]:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.records import Record
+from harness.runs.records import Record
 
 pytestmark = pytest.mark.container
 

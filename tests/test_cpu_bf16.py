@@ -1,4 +1,4 @@
-"""`settings.precision: bf16` on a CPU without bf16 instructions: warned about before any work (harness.cpu_bf16)."""
+"""`settings.precision: bf16` on a CPU without bf16 instructions: warned about before any work (core.cpu_bf16)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import cli, cpu_bf16, executors, pipeline
-from harness.config import load_params
+from harness import executors
+from harness.cli import main as cli
+from harness.core import cpu_bf16
+from harness.core.config import load_params
+from harness.pipeline import generate as pipeline
 
 # the first lines of /proc/cpuinfo's processor block that matter, as three kinds of machine print them
 AVX2_ONLY = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx fma avx2 sha_ni\n"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.fashion_mnist import FASHION_MNIST_CLASSES, _read_idx
 from harness.datasets.homography import (
     apply_homography,
@@ -22,7 +23,6 @@ from harness.datasets.homography import (
 from harness.datasets.image_folder import prepare_image_folder
 from harness.datasets.kinds import DatasetError, prepare_dataset
 from harness.datasets.manifest import MANIFEST_NAME, Item, Manifest
-from harness.hashing import sha256_file
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 needs_fashion_mnist = pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason=f"{FASHION_MNIST} absent")

@@ -10,12 +10,12 @@ import pytest
 import scipy.io
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.bsds500 import figure_ground, read_bsds_ground_truth
 from harness.datasets.dense_folders import VOC_CLASSES
 from harness.datasets.dense_targets import natural_key, read_array, target_file
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
-from harness.hashing import sha256_file
 
 # the BSDS500 release in the shared/ folder beside the checkout (../shared), as the container mounts it
 BSDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bsds500"

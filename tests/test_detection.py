@@ -20,7 +20,6 @@ from pycocotools.cocoeval import COCOeval
 
 from harness.datasets.manifest import Manifest
 from harness.datasets.voc_detection import VOC_DETECTION_CLASSES, prepare_voc2012_detection
-from harness.probe_run import check_result
 from harness.probes.base import ProbeInputs
 from harness.probes.detection.annotations import (
     Detections,
@@ -32,7 +31,8 @@ from harness.probes.detection.coco_ap import coco_metrics
 from harness.probes.detection.fcos import assign, decode
 from harness.probes.detection.probe import DETECTION_PROBE
 from harness.probes.detection.voc_ap import voc_metrics
-from harness.samples import samples_csv
+from harness.runs.probe_run import check_result
+from harness.runs.samples import samples_csv
 
 NUM_CLASSES = 3
 

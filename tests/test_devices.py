@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from harness import devices
 from harness.backbones import create_backbone
-from harness.config import ConfigError
-from harness.devices import DeviceError, describe_device, parse_device, parse_devices, resolve_device
-from harness.environment import device_name, environment_fingerprint
-from harness.extract import FeatureRequest, extract_dataset
+from harness.core import devices
+from harness.core.config import ConfigError
+from harness.core.devices import DeviceError, describe_device, parse_device, parse_devices, resolve_device
+from harness.core.environment import device_name, environment_fingerprint
+from harness.runs.extract import FeatureRequest, extract_dataset
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a CUDA GPU")
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +145,7 @@ def test_decode_workers_give_the_same_bits_as_decoding_in_process(tmp_path):
 
 def test_out_of_memory_halves_the_batch_and_retries(tmp_path, monkeypatch):
     """A forward pass that runs out of memory is retried at half the batch; the features are the same bits."""
-    from harness import extract
+    from harness.runs import extract
 
     manifest = _manifest(tmp_path, count=9)
     backbone = create_backbone("cifar_resnet20@random")
@@ -177,7 +177,7 @@ def test_api_refuses_a_gpu_that_is_not_here_before_any_work(tmp_path):
 @NO_GPU
 @pytest.mark.parametrize("args", [["device=cuda"], ["devices=0,1"], ["device=cuda:0", "task=retrieval"]])
 def test_cli_refuses_a_gpu_that_is_not_here_in_one_line(args):
-    out = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
@@ -186,14 +186,14 @@ def test_cli_refuses_a_gpu_that_is_not_here_in_one_line(args):
 
 
 def test_cli_refuses_device_and_devices_together():
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "device=cpu", "devices=cpu,cpu", "dry_run=true"],
+    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "device=cpu", "devices=cpu,cpu", "dry_run=true"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "not both" in out.stderr
 
 
 def test_verify_says_when_a_gpu_re_run_is_compared_with_a_cpu_record():
-    from harness.records import read_records
-    from harness.verify import _same, device_notes, format_checks
+    from harness.cli.verify import _same, device_notes, format_checks
+    from harness.runs.records import read_records
 
     committed = next(r for r in read_records(ROOT / "leaderboard" / "corpus.jsonl") if r.status == "ok")
     gpu = committed.model_copy(update={"environment": committed.environment.model_copy(update={
@@ -213,9 +213,9 @@ def test_verify_says_when_a_gpu_re_run_is_compared_with_a_cpu_record():
 def test_verify_holds_every_per_sample_score_to_the_tolerance_and_counts_those_beyond(tmp_path, monkeypatch):
     """A retrieval query whose near-tied neighbours swap moves its own AP far more than the mean: under a
     tolerance that covers the mean, that query is still reported, with how many samples are beyond it."""
-    from harness.records import read_records
-    from harness.samples import write_samples
-    from harness.verify import compare, format_checks
+    from harness.cli.verify import compare, format_checks
+    from harness.runs.records import read_records
+    from harness.runs.samples import write_samples
 
     committed = next(r for r in read_records(ROOT / "leaderboard" / "corpus.jsonl") if r.status == "ok")
     monkeypatch.chdir(tmp_path)  # the committed file is read from the project root, the re-run's from its own
@@ -233,7 +233,7 @@ def test_verify_holds_every_per_sample_score_to_the_tolerance_and_counts_those_b
 
 @NO_GPU
 def test_a_data_run_refuses_a_gpu_that_is_not_here_before_any_task(tmp_path, monkeypatch, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "photos" / "train" / "cat").mkdir(parents=True)

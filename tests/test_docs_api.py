@@ -11,7 +11,7 @@ import shutil
 import warnings
 from pathlib import Path
 
-from harness.cli import main
+from harness.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "api.md"

@@ -24,8 +24,8 @@ from harness.leaderboard import render_site, rendered_pages
 from harness.leaderboard.downloads import parse_sums
 from harness.leaderboard.plot_data import TEMPLATES, dvc_plots
 from harness.leaderboard.releases import ReleaseError, cut_release, releases
-from harness.records import parse_record
-from harness.samples import write_samples
+from harness.runs.records import parse_record
+from harness.runs.samples import write_samples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -193,7 +193,7 @@ def test_dvc_draws_the_plots(project, tmp_path):
 
 def test_release_stage_regenerates_cuts_and_refuses_twice(project, monkeypatch, capsys):
     """`python -m harness.stages.release v1`, what `visbench-harness release v1` runs, on a project folder."""
-    from harness.records import write_records
+    from harness.runs.records import write_records
     from harness.stages import release
 
     corpus, root = project

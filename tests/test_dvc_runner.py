@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import dvc_runner
+from harness.pipeline import dvc_runner
 
 KEEPS_GOING = """
 import signal, subprocess, sys

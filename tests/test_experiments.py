@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from harness import dvc_runner
-from harness.experiments import EXPERIMENT_COPIES, experiment_name, experiment_ref, run_experiment
-from harness.plan import Run
+from harness.pipeline import dvc_runner
+from harness.pipeline.experiments import EXPERIMENT_COPIES, experiment_name, experiment_ref, run_experiment
+from harness.pipeline.plan import Run
 
 
 def _repo(path: Path) -> str:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import write_image_folder
 
-from harness.experiments import experiment_name, experiment_ref
+from harness.pipeline.experiments import experiment_name, experiment_ref
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
@@ -107,7 +107,7 @@ def test_a_plugin_backbone_without_weights_is_refused_as_pretrained(followed):
     params["grids"]["mine"]["backbones"] = ["tiny_net"]
     (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     try:
-        done = subprocess.run([sys.executable, "-m", "harness.cli", "grid=mine", "dry_run=true"], cwd=clone,
+        done = subprocess.run([sys.executable, "-m", "harness.cli.main", "grid=mine", "dry_run=true"], cwd=clone,
                               capture_output=True, text=True, timeout=300)
     finally:  # the clone is shared by the module's tests: the next one runs the documented grid
         (clone / "params.yaml").write_text(original)
@@ -125,7 +125,7 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "mine"], cwd=clone,
                    check=True)
     corpus = (clone / "leaderboard" / "corpus.jsonl").read_bytes()
-    command = [sys.executable, "-m", "harness.cli", "grid=mine", "task=retrieval", "backbone=tiny_net@random",
+    command = [sys.executable, "-m", "harness.cli.main", "grid=mine", "task=retrieval", "backbone=tiny_net@random",
                "probes.retrieval.recall_at=[1,2]"]
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     # The same override run on this commit before: DVC refuses a second experiment of one name, so the run must

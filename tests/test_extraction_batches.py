@@ -14,10 +14,10 @@ from conftest import write_image_folder
 
 from harness.backbones import create_backbone
 from harness.backbones.registry import declared_preprocess
+from harness.core.preprocessing import Preprocess
 from harness.datasets.kinds import prepare_dataset
-from harness.extract import EarlyDecode, FeatureRequest, extract_dataset, load_image
-from harness.feature_cache import FeatureCache, entry_keys, read_extraction
-from harness.preprocessing import Preprocess
+from harness.runs.extract import EarlyDecode, FeatureRequest, extract_dataset, load_image
+from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
 
 REQUESTS = [FeatureRequest("pooled"), FeatureRequest("dense", fit="squash")]
 
@@ -35,7 +35,7 @@ def _features(out: Path, manifest) -> dict[str, list[np.ndarray]]:
 
 
 def _extract(backbone, manifest, out: Path, batch_size: int, early: EarlyDecode | None = None):
-    from harness.feature_cache import write_extraction
+    from harness.runs.feature_cache import write_extraction
 
     write_extraction(out, extract_dataset(backbone, manifest, REQUESTS, out, batch_size, early))
     return _features(out, manifest)
@@ -57,7 +57,7 @@ def test_each_backbone_runs_its_own_batch_size_at_most_the_setting(tmp_path, cap
     manifest = _manifest(tmp_path, images=3)
     backbone = create_backbone("efficientnet_lite0")
     assert backbone.batch_size == 4 < 32  # measured fastest (benchmarks/batch_size.py)
-    with caplog.at_level("INFO", logger="harness.extract"):
+    with caplog.at_level("INFO", logger="harness.runs.extract"):
         extract_dataset(backbone, manifest, REQUESTS[:1], tmp_path / "a", 32)
         extract_dataset(backbone, manifest, REQUESTS[:1], tmp_path / "b", 2)
     assert "batches of 4" in caplog.text and "batches of 2" in caplog.text
@@ -103,7 +103,7 @@ def test_the_preprocessing_a_family_declares_is_the_one_it_builds(name):
 def test_features_decoded_one_batch_ahead_in_a_thread_equal_those_decoded_in_turn(tmp_path, monkeypatch):
     """The decode thread runs only where a core is free beyond torch's (never on the pinned test workers nor on
     a 2-core machine at 2 threads), so both paths are forced here."""
-    import harness.extract as extract
+    import harness.runs.extract as extract
 
     manifest = _manifest(tmp_path, images=5)
     backbone = create_backbone("cifar_resnet20@random")

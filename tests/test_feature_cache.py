@@ -9,7 +9,7 @@ import logging
 import numpy as np
 import pytest
 
-from harness.feature_cache import STORED_DTYPE, FeatureCache, feature_key
+from harness.runs.feature_cache import STORED_DTYPE, FeatureCache, feature_key
 
 KEY = feature_key("ab" * 32, "0123456789abcdef", {"crop": 224}, [11], "avg", "pooled")
 
@@ -111,7 +111,7 @@ def test_corrupt_entry_is_a_logged_miss_and_removed(tmp_path, caplog, corrupt):
     cache.put(KEY, _array())
     path = cache.path(KEY)
     path.write_bytes(corrupt(path.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="harness.feature_cache"):
+    with caplog.at_level(logging.WARNING, logger="harness.runs.feature_cache"):
         assert cache.get(KEY) is None
     assert not path.exists()
     assert KEY not in cache

@@ -14,11 +14,9 @@ import pytest
 import yaml
 from conftest import image_project_params, write_image_folder
 
-from harness import paths
-from harness import stage_calls as stages
-from harness.config import ConfigError, load_params
+from harness.core import paths
+from harness.core.config import ConfigError, load_params
 from harness.datasets.manifest import Item, Manifest
-from harness.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
 from harness.leaderboard import boards, comparability_key, connect_corpus, rendered_pages
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.comparability import curve_key
@@ -26,7 +24,9 @@ from harness.leaderboard.db_fewshot import curves
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER
 from harness.leaderboard.plots_fewshot import nice_ticks
 from harness.leaderboard.render_fewshot import curve_plot_path
-from harness.records import read_records
+from harness.runs import stage_calls as stages
+from harness.runs.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
+from harness.runs.records import read_records
 from harness.stages.common import StageFailed
 
 CLASSES = ["cat", "dog", "fox"]
@@ -202,8 +202,8 @@ BACKBONE = "cifar_resnet20.random"
 
 def run_probe_stage(grid, task, backbone, params):
     """The full-split run of a few-shot stage's task (no shot), as a plain probe stage would make it."""
-    from harness.probe_run import job_from_params, run_probe
     from harness.probes import validate_probe_params
+    from harness.runs.probe_run import job_from_params, run_probe
 
     record, samples = run_probe(job_from_params(params, grid, task, backbone), params,
                                 validate_probe_params(task, params.probes[task]))
@@ -287,9 +287,9 @@ def test_rerunning_with_fewer_shots_leaves_no_stale_files(fewshot_project):
 
 
 def test_verify_reruns_a_fewshot_stage_and_compares_every_record(fewshot_project):
-    from harness.plan import select_runs
-    from harness.records import write_records
-    from harness.verify import verify_runs
+    from harness.cli.verify import verify_runs
+    from harness.pipeline.plan import select_runs
+    from harness.runs.records import write_records
 
     params = fewshot_project([1, 2], [0, 1])
     stages.probe("g", "classification", BACKBONE, params)

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 import harness
-from harness import paths
-from harness import stage_calls as stages
 from harness.backbones.cifar_resnet import CifarResNet
-from harness.config import load_params
-from harness.heads import load_probe
+from harness.core import paths
+from harness.core.config import load_params
+from harness.heads.load import load_probe
 from harness.leaderboard.comparability import comparability_key
 from harness.probes import validate_probe_params
+from harness.runs import stage_calls as stages
 
 CONTROL = "cifar_resnet20.random"
 FINETUNE = {"finetune_blocks": 1, "layers": [-2], "train_split": "train", "eval_split": "val", "epochs": 4,
@@ -60,7 +60,7 @@ def test_a_finetuned_run_lands_on_its_own_board(finetune_project, monkeypatch):
 
 def test_the_cache_holds_the_prefix_and_the_head_holds_the_trained_blocks(finetune_project):
     from harness.backbones import create_backbone
-    from harness.feature_cache import read_extraction
+    from harness.runs.feature_cache import read_extraction
 
     [tuned] = stages.probe("g", "finetune_classification", CONTROL, finetune_project)
     extraction = read_extraction(paths.features_dir("g", CONTROL, "tiny"))

@@ -12,15 +12,15 @@ import yaml
 from conftest import image_project_params, write_image_folder
 
 import harness
-from harness import paths
-from harness import stage_calls as stages
 from harness.api import RunFailed
-from harness.config import load_params
-from harness.hashing import sha256_file
-from harness.heads import HeadMismatchError, load_probe, read_head
+from harness.core import paths
+from harness.core.config import load_params
+from harness.core.hashing import sha256_file
+from harness.heads.load import HeadMismatchError, load_probe, read_head
 from harness.leaderboard.comparability import comparability_key
 from harness.probes import ProbeInputs, get_probe
-from harness.samples import read_samples
+from harness.runs import stage_calls as stages
+from harness.runs.samples import read_samples
 
 CONTROL = "cifar_resnet20.random"
 
@@ -158,7 +158,7 @@ def test_a_dense_head_scores_its_own_numbers_again(scenes, fake_dense_features, 
 
 
 def test_publish_bundles_the_head_its_record_and_a_model_card(image_project, tmp_path, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     record, head_path = _trained(load_params())
     run_id = "g-classification@cifar_resnet20.random"
@@ -195,7 +195,7 @@ def test_publish_to_a_dvc_remote(image_project, tmp_path):
     import subprocess
     import sys
 
-    from harness.head_publish import publish
+    from harness.heads.publish import publish
 
     _trained(load_params())
     remote = tmp_path / "remote"

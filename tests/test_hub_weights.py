@@ -27,7 +27,7 @@ from harness.backbones import BackboneError, WeightsUnavailableError, create_bac
 from harness.backbones.cifar_resnet import _CHECKPOINTS, _RELEASE, WEIGHTS_DIR_ENV
 from harness.backbones.openclip_models import _MODELS, _OPENAI
 from harness.backbones.timm_models import TIMM_PINS
-from harness.hashing import sha256_file
+from harness.core.hashing import sha256_file
 
 DINO, RESNET, CLIP = "dinov2_vits14", "resnet18", "clip_vitb32"
 CLIP_CONFIG, CLIP_FILE, CLIP_SHA256 = _MODELS[CLIP]

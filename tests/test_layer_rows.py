@@ -12,8 +12,8 @@ import pytest
 from harness.leaderboard import boards, comparability_key, connect_corpus, rendered_pages
 from harness.leaderboard.analysis import board_codes
 from harness.leaderboard.db_fewshot import curves
-from harness.records import BackboneInfo, DatasetInfo, Environment, Record
-from harness.samples import write_samples
+from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Record
+from harness.runs.samples import write_samples
 
 ENVIRONMENT = Environment(
     harness_version="0.1.0", git_commit="0" * 40, git_dirty=False, python="3.11.9", torch="2.14.1",

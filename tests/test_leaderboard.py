@@ -32,8 +32,8 @@ from harness.leaderboard.markdown import FRONT_MATTER_HEADER, protocol_anchor
 from harness.leaderboard.render import is_generated
 from harness.leaderboard.render_fewshot import FEWSHOT_PROTOCOL
 from harness.leaderboard.statistics import PairingError
-from harness.records import BackboneInfo, DatasetInfo, Environment, Failure, Record, read_records
-from harness.samples import SamplesError, write_samples
+from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Failure, Record, read_records
+from harness.runs.samples import SamplesError, write_samples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -259,7 +259,7 @@ def test_check_comparable_names_differing_fields(corpus):
 def test_k_shot_enters_the_key_only_when_set(corpus):
     """A full-split run keeps the key it had before few-shot runs existed (its anchor and derived seeds too);
     the same run at some k gets another key, and check_comparable names k_shot."""
-    from harness.hashing import hash_json
+    from harness.core.hashing import hash_json
     from harness.leaderboard.comparability import COMPARABILITY_FIELDS, comparability_fields
 
     record = corpus[0]

@@ -87,9 +87,9 @@ def test_a_classification_stage_never_imports_torch_and_fingerprints_as_one_that
     import subprocess
     import sys
 
-    from harness import stage_calls as stages
-    from harness.config import load_params
-    from harness.environment import environment_fingerprint
+    from harness.core.config import load_params
+    from harness.core.environment import environment_fingerprint
+    from harness.runs import stage_calls as stages
 
     project, _ = image_project
     params = load_params()

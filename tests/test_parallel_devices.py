@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import pipeline
-from harness.config import load_params
+from harness.core.config import load_params
 from harness.executors.parallel import deal
+from harness.pipeline import generate as pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_two_cpu_processes_extract_and_dvc_locks_what_they_made(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True, timeout=120)
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "grid=default", "task=retrieval",
+    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "grid=default", "task=retrieval",
                           "backbone=efficientnet_lite0,resnet18.random", "devices=cpu,cpu", "build_site=false"],
                          cwd=clone, capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -12,7 +12,7 @@ import pytest
 
 from harness import parse_cache
 from harness.dvc_fast import _lock_file_parse
-from harness.pipeline import stale_lock_entries
+from harness.pipeline.generate import stale_lock_entries
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import paths
-from harness.checks import missing_requirements
-from harness.config import canonical_backbone, load_params
-from harness.fewshot import Shot, stage_run_ids, stage_shots
-from harness.hashing import sha256_file
-from harness.records import read_records
-from harness.samples import read_samples
-from harness.stage_calls import fewshot_metrics
+from harness.core import paths
+from harness.core.config import canonical_backbone, load_params
+from harness.core.hashing import sha256_file
+from harness.pipeline.checks import missing_requirements
+from harness.runs.fewshot import Shot, stage_run_ids, stage_shots
+from harness.runs.records import read_records
+from harness.runs.samples import read_samples
+from harness.runs.stage_calls import fewshot_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def _locate(record):
 
 
 def test_committed_dvc_yaml_is_a_fresh_generation(params):
-    from harness.pipeline import render
+    from harness.pipeline.generate import render
 
     assert (ROOT / "dvc.yaml").read_text() == render(params), "dvc.yaml is stale: run `visbench-harness pipeline`"
 
@@ -64,14 +64,14 @@ def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path, monkey
     the next run then imports no registry (no torch; a fresh process tells). A dvc.lock entry a regeneration
     would prune (see test_regenerating_drops_the_lock_entries_of_removed_stages) leaves no stamp, so the next
     run still regenerates and prunes. (The stamp hashes the code it runs: the first check runs the clone's.)"""
-    from harness import pipeline
+    from harness.pipeline import generate as pipeline
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
-    check = [sys.executable, "-m", "harness.cli", "pipeline", "check"]
+    check = [sys.executable, "-m", "harness.cli.main", "pipeline", "check"]
     assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
     monkeypatch.chdir(clone)
-    run_check = [sys.executable, "-c", "import sys; from harness.config import load_params; from harness import "
+    run_check = [sys.executable, "-c", "import sys; from harness.core.config import load_params; from harness import "
                  "pipeline; print(pipeline.ensure_fresh(load_params()), 'torch' in sys.modules)"]
     assert subprocess.run(run_check, cwd=clone, capture_output=True, text=True, timeout=300).stdout.split() == \
         ["False", "False"]
@@ -83,7 +83,7 @@ def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path, monkey
 
 
 def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
-    from harness import pipeline
+    from harness.pipeline import generate as pipeline
 
     monkeypatch.chdir(tmp_path)
     assert pipeline._read_stamp() is None  # absent
@@ -96,14 +96,14 @@ def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
 
 
 def test_dvc_lock_pins_only_stages_dvc_yaml_defines(lock):
-    from harness.pipeline import stage_names
+    from harness.pipeline.generate import stage_names
 
     stale = sorted(set(lock) - stage_names(yaml.safe_load((ROOT / "dvc.yaml").read_text())))
     assert not stale, f"dvc.lock pins stages dvc.yaml no longer has (`visbench-harness pipeline` drops them): {stale}"
 
 
 def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
-    from harness.pipeline import prune_lock
+    from harness.pipeline.generate import prune_lock
 
     lock = tmp_path / "dvc.lock"
     lock.write_text("schema: '2.0'\nstages:\n  old-name:\n    cmd: a\n  extract-g-d@b:\n    cmd: b  # kept\n")
@@ -256,7 +256,8 @@ EDITS = {
                                  lambda s: s.startswith("extract-") and "@cifar_resnet" in s),
     "a dataset kind's module": (("code", "harness/datasets/distortion_2afc.py"),
                                 lambda s: s == "prepare-distortion_2afc"),
-    "harness/records.py": (("code", "harness/records.py"), lambda s: _is_probe(s) or s in ("collect", "site")),
+    "harness/runs/records.py": (("code", "harness/runs/records.py"),
+                                lambda s: _is_probe(s) or s in ("collect", "site")),
     "a leaderboard renderer": (("code", "harness/leaderboard/render_boards.py"), lambda s: s == "site"),
 }
 
@@ -339,9 +340,9 @@ def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
 
 
 def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, monkeypatch):
-    """`verify` and the API call the extract stage through harness.stage_calls: it must be told the same reads as
+    """`verify` and the API call the extract stage through harness.runs.stage_calls: it must be told the same reads as
     the command line dvc.yaml gives DVC (verify once asked efficientnet_lite2 for scenes_layers' stride16)."""
-    from harness import stage_calls
+    from harness.runs import stage_calls
 
     told = {}
     monkeypatch.setattr(stage_calls.extract_stage, "run",

@@ -9,9 +9,9 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
+from harness.core.preprocessing import Preprocess
 from harness.datasets.homography import apply_homography, prepare_homography_photos, random_homography
 from harness.datasets.manifest import Item, Manifest
-from harness.preprocessing import Preprocess
 from harness.probes import PROBES, ProbeInputs, ProbeResult, get_probe
 from harness.probes.base import validate_probe_params
 from harness.probes.classification import topk_accuracy, topk_correct

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from harness.records import (
+from harness.runs.records import (
     SCHEMA_VERSION,
     BackboneInfo,
     DatasetInfo,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import container_mounts, run_summary
-from harness.config import load_params
-from harness.plan import select_runs
+from harness.cli import container_mounts, run_summary
+from harness.core.config import load_params
+from harness.pipeline.plan import select_runs
 
 # A podman container's mountinfo (trimmed): an overlay root, the checkout's leaderboard/ bind-mounted, and a
 # mount point whose name has a space (written as \040)

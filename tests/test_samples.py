@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import paths
-from harness.hashing import sha256_file
+from harness.core import paths
+from harness.core.hashing import sha256_file
 from harness.leaderboard import connect_corpus
 from harness.leaderboard.db_samples import load_samples_table, run_columns
-from harness.records import Record, read_records
-from harness.samples import SamplesError, read_samples, samples_csv, write_samples
+from harness.runs.records import Record, read_records
+from harness.runs.samples import SamplesError, read_samples, samples_csv, write_samples
 
 IDS = ["val/0/a.png", "val/1/b,with comma.png", 'val/2/"quoted".png', "p0/warp0.png#3"]
 VALUES = {

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import MANIFEST_NAME, Manifest
 from harness.datasets.scene_render import Camera, Light, Primitive, Scene, Texture, render_scene
@@ -22,7 +23,6 @@ from harness.datasets.scene_targets import (
     visible_keypoints,
 )
 from harness.datasets.scenes import TARGET_FILES, prepare_procedural_scenes
-from harness.hashing import sha256_file
 
 SPEC = {"kind": "procedural_scenes", "scenes": {"train": 4, "val": 2}, "seed": 7, "size": 64}
 

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.distortion_2afc import DISTORTIONS, prepare_distortion_2afc
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, NightsFormatError, prepare_nights
-from harness.extract import load_image
-from harness.hashing import sha256_file
-from harness.probe_run import check_result
 from harness.probes.base import ProbeInputs
 from harness.probes.similarity import SIMILARITY, run_similarity
+from harness.runs.extract import load_image
+from harness.runs.probe_run import check_result
 
 RNG = np.random.default_rng(0)
 

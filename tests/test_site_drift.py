@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import paths
+from harness.core import paths
 from harness.leaderboard import rendered_pages
 from harness.leaderboard.releases import RELEASES_DIR, check_files, releases
 from harness.leaderboard.render import GENERATED_DIRS, GENERATED_FILES, OWNED_DIRS, is_generated
-from harness.records import read_records
+from harness.runs.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from PIL import Image
 from harness.executors.checkout import outside_links
 from harness.executors.jobs import Job, Partition, Resources, plan_jobs, sbatch_options
 from harness.executors.restore import _differences
-from harness.plan import Run
+from harness.pipeline.plan import Run
 
 REPO = Path(__file__).resolve().parents[1]
 BACKBONE = "cifar_resnet20.random"
@@ -84,7 +84,7 @@ def _projects(base: Path) -> tuple[Path, Path]:
 
 
 def _cli(project: Path, env: dict, *args: str) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "harness.cli", "grid=g", "build_site=false", *args],
+    process = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "grid=g", "build_site=false", *args],
                                cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     process.started = time.monotonic()  # type: ignore[attr-defined]
     return process
@@ -339,7 +339,7 @@ def test_progress_counts_jobs_and_estimates_from_seconds_per_stage():
 
 
 def test_without_the_slurm_commands_the_executor_says_what_is_missing(monkeypatch):
-    from harness.config import ConfigError
+    from harness.core.config import ConfigError
     from harness.executors import sbatch
 
     monkeypatch.setattr(sbatch.shutil, "which", lambda name: None if name == "sbatch" else f"/usr/bin/{name}")
@@ -348,7 +348,7 @@ def test_without_the_slurm_commands_the_executor_says_what_is_missing(monkeypatc
 
 
 def test_a_machine_without_a_reachable_controller_is_a_one_line_error(monkeypatch):
-    from harness.config import ConfigError
+    from harness.core.config import ConfigError
     from harness.executors import sbatch
 
     said = ("sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
@@ -363,8 +363,8 @@ def test_a_machine_without_a_reachable_controller_is_a_one_line_error(monkeypatc
 
 
 def test_failure_files_become_what_the_job_left(tmp_path, monkeypatch):
+    from harness.core.paths import failure_path
     from harness.executors.restore import mirror_failure_files
-    from harness.paths import failure_path
 
     monkeypatch.chdir(tmp_path)
     files = tmp_path / "returned/files"

@@ -11,16 +11,16 @@ import pytest
 import yaml
 from conftest import image_project_params, write_image_folder
 
-from harness import extract as extract_module
-from harness import paths
-from harness import stage_calls as stages
-from harness.config import load_params
+from harness.cli.run_report import report_failures
+from harness.core import paths
+from harness.core.config import load_params
+from harness.core.hashing import sha256_file
 from harness.datasets.manifest import Manifest
-from harness.hashing import sha256_file
-from harness.plan import select_runs
-from harness.records import read_records
-from harness.run_report import report_failures
-from harness.samples import read_samples
+from harness.pipeline.plan import select_runs
+from harness.runs import extract as extract_module
+from harness.runs import stage_calls as stages
+from harness.runs.records import read_records
+from harness.runs.samples import read_samples
 from harness.stages.common import StageFailed
 from harness.stages.failures import read_stage_failure
 
@@ -97,7 +97,7 @@ def test_ok_runs_land_in_the_corpus_and_failures_are_kept_apart(project):
 
 
 def test_a_failed_rerun_keeps_the_ok_record_and_a_later_success_clears_the_failure(project, monkeypatch):
-    from harness import probe_run
+    from harness.runs import probe_run
 
     work, images = project
     params = _extracted_control(work, images)
@@ -175,8 +175,8 @@ def test_only_pooled_features_are_stored_for_pooled_tasks(project):
 
 
 def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
-    from harness.records import write_records
-    from harness.verify import verify_runs
+    from harness.cli.verify import verify_runs
+    from harness.runs.records import write_records
 
     work, images = project
     (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
@@ -202,7 +202,7 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
 
     # what another CPU's kernels do: every metric and per-sample score off in the last bits. Exact by default;
     # within a tolerance when one is given, the per-sample files then compared value by value
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     rounded = []
     for record in corpus:
@@ -226,8 +226,8 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
 def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypatch):
     import dataclasses
 
-    from harness import probe_run
     from harness.probes import ProbeResult, get_probe
+    from harness.runs import probe_run
 
     work, images = project
     params = _extracted_control(work, images)
@@ -259,8 +259,8 @@ def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypat
 def test_check_result_refuses_inconsistent_results(change, message):
     import dataclasses
 
-    from harness.probe_run import check_result
     from harness.probes import ProbeResult, get_probe
+    from harness.runs.probe_run import check_result
 
     spec = get_probe("classification")
     good = ProbeResult({"top1": 0.5, "top5": 1.0}, ["a", "b"], {"top1": np.array([0.0, 1.0]),

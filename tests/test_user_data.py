@@ -12,11 +12,11 @@ from conftest import write_image_folder
 from PIL import Image
 
 import harness
-from harness import stage_calls as stages
-from harness.cli import main
-from harness.config import ConfigError, load_params
-from harness.records import read_records
-from harness.user_data import dataset_spec
+from harness.cli.main import main
+from harness.core.config import ConfigError, load_params
+from harness.runs import stage_calls as stages
+from harness.runs.records import read_records
+from harness.user.data import dataset_spec
 
 
 def test_data_runs_land_in_the_user_workspace_and_its_own_site(image_project, tmp_path, capsys):
@@ -89,8 +89,8 @@ def test_promote_hands_a_user_run_to_the_pipeline_which_reproduces_it(image_proj
 
 
 def test_promote_refuses_a_run_whose_parameters_params_yaml_does_not_share(image_project, tmp_path):
-    from harness.config import ConfigError
-    from harness.user_runs import collect_user, promote
+    from harness.core.config import ConfigError
+    from harness.user.runs import collect_user, promote
 
     folder = write_image_folder(tmp_path / "mine", per_split=3)
     variant = harness.run("cifar_resnet20@random", "classification", folder, epochs=3)

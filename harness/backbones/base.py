@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.hashing import hash_json
-from harness.preprocessing import Preprocess
+from harness.core.hashing import hash_json
+from harness.core.preprocessing import Preprocess
 
 Precision = Literal["fp32", "bf16"]
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -53,7 +53,7 @@ class Backbone(nn.Module, ABC):
     # fastest in small batches that stay in cache (EfficientNet-Lite0: ~3x at 4 than at 32, same bits).
     batch_sizes: ClassVar[dict[str, int]] = {"fp32": 32, "bf16": 32}
     # On a GPU the forward pass is cheap next to its launch overhead at CPU batch sizes: start here (capped by
-    # `settings.cuda_batch_size`), halved on an out-of-memory error (`harness.extract`).
+    # `settings.cuda_batch_size`), halved on an out-of-memory error (`harness.runs.extract`).
     cuda_batch_size: ClassVar[int] = 256
     # Convolutions run fastest with NHWC inputs on cuDNN (and oneDNN): families whose models are channels_last
     # set it, and the extraction hands them channels_last batches on CUDA.

@@ -24,7 +24,7 @@ from harness.backbones.weights import (
     resolve_pinned_file,
     unloadable_checkpoint,
 )
-from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+from harness.core.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # SHA-256 of akamaster/pytorch_resnet_cifar10's released files; the file names carry their first 8 hex digits.
 _CHECKPOINTS = {

@@ -26,7 +26,7 @@ from torch import nn
 from harness.backbones.base import Backbone, BackboneError, FeatureMaps
 from harness.backbones.registry import register_backbone
 from harness.backbones.weights import WeightsRequest
-from harness.preprocessing import Preprocess
+from harness.core.preprocessing import Preprocess
 
 _GREY = (0.299, 0.587, 0.114)
 _SIGMAS = (1.0, 2.0, 4.0)

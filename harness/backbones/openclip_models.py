@@ -37,7 +37,7 @@ from harness.backbones.weights import (
     resolve_pinned_file,
     unloadable_checkpoint,
 )
-from harness.preprocessing import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, Preprocess
+from harness.core.preprocessing import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, Preprocess
 
 _OPENAI = "https://openaipublic.azureedge.net/clip/models/{sha}/{file}"
 # name → (open_clip model config, OpenAI release file, its SHA-256 as published in the URL)

@@ -12,8 +12,8 @@ from typing import Literal
 
 from harness.backbones.base import Backbone, BackboneError
 from harness.backbones.weights import WeightsRequest
-from harness.preprocessing import Preprocess
-from harness.registry import Registry, unknown_name_message
+from harness.core.preprocessing import Preprocess
+from harness.core.registry import Registry, unknown_name_message
 
 BACKBONES: Registry[Backbone] = Registry("backbone", packages=("harness.backbones",))
 CONTROL_SUFFIX = "@random"

@@ -29,7 +29,7 @@ from harness.backbones.weights import (
     resolve_pinned_file,
     unloadable_checkpoint,
 )
-from harness.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+from harness.core.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # Pins: Hugging Face revisions and file SHA-256s recorded from public projects; the hub cannot be reached from
 # this project's machines, so no file was downloaded and hashed here to confirm them. A file fetched from the hub

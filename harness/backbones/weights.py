@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from harness.backbones.base import BackboneError, WeightsUnavailableError
-from harness.hashing import hash_state_dict, sha256_file
+from harness.core.hashing import hash_state_dict, sha256_file
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
+from harness.core.hashing import sha256_file
 from harness.datasets.dense_targets import PREPARED, first_n, save_npy
 from harness.datasets.files import write_png
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 BSDS_SPLITS = ("train", "val", "test")
 BSDS_SOURCE = (

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.hashing import sha256_file
 from harness.datasets.dense_targets import ROOT, decode_normals, read_array, save_npy
 from harness.datasets.kinds import DATASET_KINDS, DatasetError
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 TARGETS = ("depth", "normals", "semantic", "foreground", "edge")

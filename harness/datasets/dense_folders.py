@@ -49,10 +49,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.dense_targets import ROOT, decode_normals, first_n, read_array, save_npy
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 VOC_CLASSES = [
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",

@@ -22,11 +22,11 @@ import logging
 from pathlib import Path
 from typing import Literal
 
+from harness.core.hashing import sha256_file
 from harness.datasets.decode import ImageDecodeError, decode_rgb
 from harness.datasets.files import IMAGE_SUFFIXES
 from harness.datasets.kinds import DATASET_KINDS, DatasetError
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 LAYOUTS = ("root/<split>/<class>/<image> (no per_class: the splits are the folders)",

@@ -14,8 +14,8 @@ from typing import Any, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from harness.core.registry import Registry, unknown_name_message
 from harness.datasets.manifest import MANIFEST_NAME, Manifest
-from harness.registry import Registry, unknown_name_message
 
 DATASET_KINDS: Registry[Manifest] = Registry("dataset kind", packages=("harness.datasets",))
 DATA_PATH_KEYS = ("root", "source")  # spec keys naming the folder a kind reads

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import write_text_atomic
-from harness.hashing import canonical_json, hash_json
+from harness.core.atomic import write_text_atomic
+from harness.core.hashing import canonical_json, hash_json
 
 MANIFEST_NAME = "manifest.json"
 

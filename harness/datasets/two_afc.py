@@ -34,10 +34,10 @@ import csv
 import math
 from pathlib import Path, PurePosixPath
 
+from harness.core.hashing import sha256_file
 from harness.datasets.dense_targets import natural_key
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 NIGHTS, DISTORTION_ORDER = "nights", "distortion-order"
 NIGHTS_SPLITS = ("train", "val", "test")

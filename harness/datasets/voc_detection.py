@@ -32,11 +32,11 @@ from typing import Any
 
 from PIL import Image
 
+from harness.core.hashing import sha256_file
 from harness.datasets.dense_targets import PREPARED, first_n
 from harness.datasets.files import write_bytes
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_file
 
 VOC_DETECTION_CLASSES = [
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow", "diningtable", "dog",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.config import ConfigError
-from harness.registry import unknown_name_message
+from harness.core.config import ConfigError
+from harness.core.registry import unknown_name_message
 
 if TYPE_CHECKING:
-    from harness.plan import Run
+    from harness.pipeline.plan import Run
 
 EXECUTORS = ["local", "slurm"]
 DEFAULT = "local"
@@ -43,6 +43,6 @@ def run_stages(executor: str, runs: list[Run], targets: list[str], devices: list
         from harness.executors.slurm import run_on_slurm
 
         return run_on_slurm(runs), False
-    from harness.dvc_runner import repro_with_progress
+    from harness.pipeline.dvc_runner import repro_with_progress
 
     return repro_with_progress([*targets, "collect", "site"]), True

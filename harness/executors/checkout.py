@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from harness.config import ConfigError
+from harness.core.config import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.plan import Run
+from harness.pipeline.plan import Run
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Resources:
     gpu: bool  # asks for one GPU (--gres=gpu:1) when the partition has any
 
 
-# By the module that registers the backbone (its family, see `harness.topology.backbone_code`). Sized from
+# By the module that registers the backbone (its family, see `harness.pipeline.topology.backbone_code`). Sized from
 # what extraction of a few thousand images took on the project's 2-core CPU machine, with headroom; a GPU
 # shortens the per-stage time a lot, the limit stays generous because a killed job wastes more than a
 # long limit costs in queue priority.
@@ -66,7 +66,7 @@ class Job:
 
 
 def backbone_resources(backbone: str) -> Resources:
-    from harness.topology import backbone_code
+    from harness.pipeline.topology import backbone_code
 
     family = Path(backbone_code(backbone)).stem
     return FAMILY_RESOURCES.get(family, PLUGIN_RESOURCES)

@@ -26,10 +26,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from harness.devices import DEVICE_ENV, device_kind
+from harness.core.devices import DEVICE_ENV, device_kind
 
 if TYPE_CHECKING:
-    from harness.plan import Run
+    from harness.pipeline.plan import Run
 
 log = logging.getLogger("visbench")
 
@@ -64,10 +64,10 @@ def _run_stages(device: str, stages: list[str], commands: dict[str, str], thread
 def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> tuple[int, bool]:
     """Bring `targets` up to date with extraction spread over `devices`; (DVC's exit code, True: collect and
     site ran), as the local executor returns."""
-    from harness import pipeline
-    from harness.config import load_params
-    from harness.dvc_runner import repro_with_progress, run_dvc
+    from harness.core.config import load_params
     from harness.executors.worker import stale_stages
+    from harness.pipeline import generate as pipeline
+    from harness.pipeline.dvc_runner import repro_with_progress, run_dvc
 
     prepares = list(dict.fromkeys(run.prepare_stage for run in runs))
     if repro_with_progress(prepares):

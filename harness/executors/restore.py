@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.dvc_runner import dvc_command
+from harness.core.paths import failure_path
 from harness.executors.worker import stale_stages
-from harness.paths import failure_path
+from harness.pipeline.dvc_runner import dvc_command
 
 log = logging.getLogger("visbench")
 LOCK = Path("dvc.lock")

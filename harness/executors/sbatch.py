@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from harness.config import ConfigError
+from harness.core.config import ConfigError
 from harness.executors.jobs import Partition
 
 COMMANDS = ("sbatch", "squeue", "sinfo", "scancel")

@@ -30,15 +30,15 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import ConfigError
-from harness.dvc_runner import dvc_command, run_dvc
+from harness.core.config import ConfigError
+from harness.core.paths import failure_path
 from harness.executors import sbatch
 from harness.executors.checkout import Snapshot, job_script, outside_links, take_snapshot
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
 from harness.executors.restore import commit_probe_stages, mirror_failure_files, read_lock, restore_cached_stages
 from harness.executors.worker import RETURNED, stale_stages
-from harness.paths import failure_path
-from harness.plan import Run
+from harness.pipeline.dvc_runner import dvc_command, run_dvc
+from harness.pipeline.plan import Run
 
 log = logging.getLogger("visbench")
 DEFAULT_SCRATCH = Path(".dvc/tmp/slurm")  # inside the project: the nodes see it wherever they see the project
@@ -314,7 +314,7 @@ def _report_without_result(s: Submitted) -> None:
 
 
 def _record_executor_failure(run: Run, s: Submitted, message: str) -> None:
-    from harness.run_report import record_upstream_failure
+    from harness.cli.run_report import record_upstream_failure
 
     error = f"SlurmJob{(s.state.state if s.state else 'Unknown').title().replace('_', '')}"
     record_upstream_failure(run, {"stage": s.job.name, "phase": "executor", "error_type": error, "message": message})

@@ -32,8 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.core.paths import failure_path
 from harness.executors.checkout import link_outside_paths
-from harness.paths import failure_path
 
 RETURNED = "returned"
 _STARTED = time.monotonic()

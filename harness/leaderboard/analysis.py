@@ -40,7 +40,7 @@ from harness.leaderboard.statistics import (
     rank_correlation,
     tie_groups,
 )
-from harness.records import Record
+from harness.runs.records import Record
 
 # Fields that tell apart boards sharing a task and dataset, in the order a label names them.
 _LABEL_FIELDS = (

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.fewshot import SUBSET_PARAMS
-from harness.hashing import canonical_json, hash_json
-from harness.records import Record
+from harness.core.hashing import canonical_json, hash_json
+from harness.runs.fewshot import SUBSET_PARAMS
+from harness.runs.records import Record
 
 # Dotted paths into a Record. `pooling_requested`, not `pooling_resolved`: "default" resolves per
 # backbone (cls for a ViT, avg for a CNN), and those runs answer the same question.

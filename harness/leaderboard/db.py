@@ -25,10 +25,10 @@ from typing import Any
 
 import duckdb
 
-from harness.hashing import canonical_json
+from harness.core.hashing import canonical_json
 from harness.leaderboard.comparability import ComparabilityError, comparability_key, curve_key
 from harness.leaderboard.db_samples import load_samples_table as load_samples_table  # the per-sample tables
-from harness.records import Record
+from harness.runs.records import Record
 
 # The backbone registry's control suffix. Not imported from harness.backbones, which would pull in
 # torch just to render a website.

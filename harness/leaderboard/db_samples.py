@@ -11,7 +11,7 @@ file), then loads the files into tables beside `db`'s corpus tables:
 
 Columns are read positionally with declared types (sample_id VARCHAR, every metric DOUBLE) and a fixed
 dialect, so nothing is sniffed: an id such as "a,b" or "" stays a string, and an empty or malformed score
-is an error rather than a NULL. `harness.samples` writes every score as Python's shortest round-trip
+is an error rather than a NULL. `harness.runs.samples` writes every score as Python's shortest round-trip
 repr, which DuckDB's DOUBLE parser reads back to the same bits.
 
 Row order matters: a bootstrap interval resamples a run's scores in file order. DuckDB preserves
@@ -28,9 +28,9 @@ from typing import Any
 
 import duckdb
 
-from harness.hashing import sha256_bytes
-from harness.records import Record
-from harness.samples import SamplesError
+from harness.core.hashing import sha256_bytes
+from harness.runs.records import Record
+from harness.runs.samples import SamplesError
 
 # |mean of a per-sample column - the record's metric| above this (times the metric's magnitude, for
 # metrics above 1) means the file is not the run's.
@@ -57,7 +57,7 @@ CREATE OR REPLACE TABLE samples (
 );
 """
 
-# The dialect `harness.samples.samples_csv` writes (Python's csv module, "\n" line ends), spelled out:
+# The dialect `harness.runs.samples.samples_csv` writes (Python's csv module, "\n" line ends), spelled out:
 # no sniffing, a wrong number of fields is an error, and no value is read as NULL.
 _READ_CSV = """
 CREATE OR REPLACE TEMP TABLE sample_rows AS

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from harness.leaderboard.db import fetch
-from harness.records import Record, dump_record
+from harness.runs.records import Record, dump_record
 
 DOWNLOADS_DIR = "downloads"  # relative to docs/
 SUMS = "SHA256SUMS"

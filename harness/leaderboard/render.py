@@ -16,8 +16,8 @@ from pathlib import Path
 
 import duckdb
 
-from harness import paths
-from harness.atomic import write_bytes_atomic
+from harness.core import paths
+from harness.core.atomic import write_bytes_atomic
 from harness.leaderboard import db, db_compare, db_fewshot, db_summaries, downloads, plot_data, releases
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
@@ -30,7 +30,7 @@ from harness.leaderboard.render_downloads import render_changelog, render_downlo
 from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
 from harness.leaderboard.render_provenance import render_run_page, run_fields
-from harness.records import Record
+from harness.runs.records import Record
 
 __all__ = ["GENERATED_DIRS", "GENERATED_FILES", "GENERATED_HEADER", "OWNED_DIRS", "HandWrittenPageError",
            "is_generated", "render_site", "rendered_pages"]

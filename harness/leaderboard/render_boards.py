@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.core.paths import stage_of_run, stage_parts
 from harness.leaderboard.analysis import Analysis, BoardStats
 from harness.leaderboard.markdown import (
     MISSING,
@@ -29,7 +30,6 @@ from harness.leaderboard.markdown import (
 from harness.leaderboard.plot_data import board_distribution_path
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
-from harness.paths import stage_of_run, stage_parts
 
 
 def level_link(level: str, prefix: str) -> str:

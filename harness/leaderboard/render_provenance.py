@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from harness.fewshot import UNIT_PARAM
+from harness.core.paths import stage_of_run
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.comparability import comparability_key, curve_key
 from harness.leaderboard.markdown import (
@@ -30,8 +30,8 @@ from harness.leaderboard.plots_fewshot import UNIT_TEXT
 from harness.leaderboard.render_backbones import weights_items
 from harness.leaderboard.render_boards import level_link
 from harness.leaderboard.render_fewshot import curve_anchor
-from harness.paths import stage_of_run
-from harness.records import Record
+from harness.runs.fewshot import UNIT_PARAM
+from harness.runs.records import Record
 
 ENVIRONMENT_FIELDS = (
     "harness_version", "git_commit", "git_dirty", "python", "torch", "timm", "open_clip", "numpy", "device", "image",

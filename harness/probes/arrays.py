@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.core.hashing import sha256_bytes
 from harness.datasets.manifest import Item, Manifest
-from harness.hashing import sha256_bytes
 
 if TYPE_CHECKING:
     from harness.probes.base import ProbeResult, ProbeSpec
@@ -42,8 +42,8 @@ FEATURE_ONLY_PARAMS = ("pooling", "layers")
 def evaluate_arrays(spec: ProbeSpec, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], *,
                     seed: int = 0, classes: list[str] | None = None, saved_head: Any = None,
                     device: str = "cpu", **params: Any) -> ProbeResult:
-    from harness import paths
-    from harness.devices import resolve_device
+    from harness.core import paths
+    from harness.core.devices import resolve_device
     from harness.probes.base import ProbeInputs
 
     if spec.name in UNSUPPORTED:
@@ -58,13 +58,13 @@ def evaluate_arrays(spec: ProbeSpec, features: Mapping[str, np.ndarray], targets
         # `device`: where a probe that computes with torch (`ProbeSpec.uses_device`) trains; others ignore it
         device = str(resolve_device(device)) if spec.uses_device else "cpu"
         inputs = ProbeInputs(manifest, lambda item: rows[item.path], block, seed, device=device)
-        if saved_head is not None:  # a loaded head (`harness.heads.load_probe`): scored, not trained
+        if saved_head is not None:  # a loaded head (`harness.heads.load.load_probe`): scored, not trained
             return saved_head.evaluate_inputs(inputs)
         return spec.run(inputs)
 
 
 def _params(spec: ProbeSpec, given: dict[str, Any]) -> dict[str, Any]:
-    from harness.config import PARAMS_FILE, load_params
+    from harness.core.config import PARAMS_FILE, load_params
     from harness.probes.base import validate_probe_params
 
     defaults = {}

@@ -16,14 +16,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.core.registry import Registry
 from harness.datasets.manifest import Item, Manifest
-from harness.registry import Registry
 
 
 @dataclass(frozen=True)
 class ProbeHead:
     """A trained probe's head as data: its tensors (weights and the feature statistics it standardises with)
-    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads` saves it as safetensors
+    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads.load` saves it as safetensors
     beside the record, with the identity of the features it was fitted on."""
 
     tensors: dict[str, np.ndarray]
@@ -79,9 +79,9 @@ class ProbeSpec:
     # A task whose datasets answer to different references (NIGHTS' human votes vs a synthetic ordering)
     # names the protocol per dataset, so their runs can never share a board.
     protocol_for: Callable[[Manifest], str] | None = None
-    # how an image becomes the backbone's square input for this probe's features (harness.preprocessing)
+    # how an image becomes the backbone's square input for this probe's features (harness.core.preprocessing)
     fit: Literal["crop", "squash"] = "crop"
-    # What k counts when the probe trains on a few-shot subset of its `train_split` (`harness.fewshot`):
+    # What k counts when the probe trains on a few-shot subset of its `train_split` (`harness.runs.fewshot`):
     # k images of every class, or k images in all. None: few-shot does not apply (nothing is trained).
     fewshot_unit: Literal["images_per_class", "images"] | None = None
     # Score a saved head (`ProbeResult.head`) on the inputs' evaluation split without training: what a shared
@@ -107,7 +107,7 @@ class ProbeSpec:
         """This probe on in-memory arrays, split name → rows (`harness.probes.arrays` says each task's shapes);
         keyword arguments are probe parameters (the rest from ./params.yaml), `seed`, `classes`, `saved_head`."""
         # by name, not an import statement: stages never evaluate arrays, and their code dependencies are read
-        # from import statements (harness.codedeps)
+        # from import statements (harness.pipeline.codedeps)
         arrays = importlib.import_module("harness.probes.arrays")
         return arrays.evaluate_arrays(self, features, targets, **kwargs)
 
@@ -160,7 +160,7 @@ class ProbeInputs:
     # How to rebuild the backbone that made the features (name, identity, precision, seed, checkpoint), for the
     # one protocol that trains part of it (finetune-last-n); frozen probes never read it.
     backbone: dict[str, Any] | None = None
-    # The torch device a probe with `uses_device` trains and predicts on (`harness.devices.resolve_device`):
+    # The torch device a probe with `uses_device` trains and predicts on (`harness.core.devices.resolve_device`):
     # its heads and batches move there and its results come back to the CPU as NumPy arrays.
     device: str = "cpu"
 

@@ -11,10 +11,10 @@ import argparse
 import logging
 import sys
 
-from harness import paths
-from harness.config import Params, load_params
-from harness.fewshot import stage_shots
-from harness.records import Record, read_records, write_records
+from harness.core import paths
+from harness.core.config import Params, load_params
+from harness.runs.fewshot import stage_shots
+from harness.runs.records import Record, read_records, write_records
 from harness.stages import common
 
 log = logging.getLogger("visbench")

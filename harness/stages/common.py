@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.config import ConfigError
+from harness.core.config import ConfigError
 
 log = logging.getLogger("visbench")
 

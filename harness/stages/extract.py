@@ -13,9 +13,9 @@ import argparse
 import logging
 import sys
 
-from harness import paths
-from harness.config import Params, canonical_backbone, load_params, probe_block
-from harness.registry import load_code
+from harness.core import paths
+from harness.core.config import Params, canonical_backbone, load_params, probe_block
+from harness.core.registry import load_code
 from harness.stages import common
 from harness.stages.failures import clear_failure, record_stage_failure
 
@@ -24,8 +24,8 @@ log = logging.getLogger("visbench")
 
 def feature_requests(params: Params, reads: list[str]) -> list:
     """What the reading tasks need from the features: (mode, pooling, layers, fit) each, deduplicated."""
-    from harness.extract import FeatureRequest
-    from harness.feature_reads import FeatureRead
+    from harness.pipeline.feature_reads import FeatureRead
+    from harness.runs.extract import FeatureRequest
 
     requests = set()
     for read in map(FeatureRead.parse, reads):
@@ -42,7 +42,7 @@ def _early_decode(name: str, dataset: str, requests: list):
     the dataset's manifest reads; otherwise None (a missing manifest is reported where the extraction loads it)."""
     from harness.backbones.registry import declared_preprocess
     from harness.datasets.manifest import Manifest
-    from harness.extract import EarlyDecode
+    from harness.runs.extract import EarlyDecode
 
     try:
         preprocess = declared_preprocess(name)
@@ -55,15 +55,15 @@ def _early_decode(name: str, dataset: str, requests: list):
 def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str | None = None,
         reads: list[str] = ()) -> dict:
     from harness.datasets.manifest import Manifest
-    from harness.extract import extract_dataset
-    from harness.feature_cache import write_extraction
+    from harness.runs.extract import extract_dataset
+    from harness.runs.feature_cache import write_extraction
 
     stage = paths.extract_stage_name(grid, backbone_name, dataset)
     out_dir = paths.features_dir(grid, backbone_name, dataset)
     name = canonical_backbone(backbone_name)
     phase, early = "load_backbone", None
     try:
-        from harness.devices import requested_device, resolve_device
+        from harness.core.devices import requested_device, resolve_device
 
         device = resolve_device(requested_device(params.settings.device))
         requests = feature_requests(params, list(reads))

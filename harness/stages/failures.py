@@ -12,8 +12,8 @@ import json
 import traceback
 from pathlib import Path
 
-from harness.atomic import write_text_atomic
-from harness.paths import failure_path
+from harness.core.atomic import write_text_atomic
+from harness.core.paths import failure_path
 
 
 def record_stage_failure(stage: str, phase: str, error: BaseException) -> Path:

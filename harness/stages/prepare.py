@@ -10,11 +10,11 @@ import argparse
 import logging
 import sys
 
-from harness import paths
-from harness.config import Params, load_params, probe_block
+from harness.core import paths
+from harness.core.config import Params, load_params, probe_block
+from harness.core.registry import load_code
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
-from harness.registry import load_code
 from harness.stages import common
 from harness.stages.failures import clear_failure, record_stage_failure
 

@@ -15,19 +15,19 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from harness import paths
-from harness.atomic import write_bytes_atomic, write_text_atomic
-from harness.config import ConfigError, Params, load_params, probe_block
-from harness.fewshot import stage_shots
-from harness.paths import failure_path
-from harness.probe_run import ProbeJob, ProbeOutcome, run_probe
-from harness.records import Record, dump_record
-from harness.registry import load_code
+from harness.core import paths
+from harness.core.atomic import write_bytes_atomic, write_text_atomic
+from harness.core.config import ConfigError, Params, load_params, probe_block
+from harness.core.paths import failure_path
+from harness.core.registry import load_code
+from harness.runs.fewshot import stage_shots
+from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
+from harness.runs.records import Record, dump_record
 from harness.stages import common
 from harness.stages.failures import clear_failure
 
 if TYPE_CHECKING:
-    from harness.fewshot import Shot
+    from harness.runs.fewshot import Shot
 
 log = logging.getLogger("visbench")
 
@@ -63,7 +63,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
                                  f"{first.phase}: {first.error_type}: {message}")
     for shot, record, samples_text, head_bytes in results:
         write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
-        if head_bytes is not None:  # the trained head beside its record (harness.heads loads it)
+        if head_bytes is not None:  # the trained head beside its record (harness.heads.load loads it)
             write_bytes_atomic(paths.head_path(job.grid, job.task, job.backbone, shot), head_bytes)
         write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
     if shots == [None]:

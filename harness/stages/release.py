@@ -12,8 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
-from harness import paths
-from harness.config import ConfigError
+from harness.core import paths
+from harness.core.config import ConfigError
 from harness.stages import common, site
 
 log = logging.getLogger("visbench")

@@ -8,8 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from harness import paths
-from harness.records import read_records
+from harness.core import paths
+from harness.runs.records import read_records
 from harness.stages import common
 
 log = logging.getLogger("visbench")

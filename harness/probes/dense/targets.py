@@ -35,8 +35,8 @@ Encoder = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 def target_path(manifest: Manifest, item: Item, name: str) -> Path:
     """Resolved by the loaders' own convention: converted targets sit beside the manifest
     (`paths.dataset_dir`), untouched ones (e.g. VOC's PNGs) under the dataset's source root."""
+    from harness.core.paths import dataset_dir
     from harness.datasets.dense_targets import target_file
-    from harness.paths import dataset_dir
 
     try:
         return target_file(manifest, item, name, dataset_dir(manifest.name))

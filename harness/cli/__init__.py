@@ -1,0 +1,1 @@
+"""The `visbench-harness` command line."""

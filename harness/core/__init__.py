@@ -1,0 +1,1 @@
+"""Shared foundations: paths, hashing, atomic writes, params, registries, devices, the environment."""

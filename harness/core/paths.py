@@ -1,0 +1,125 @@
+"""Where each stage reads and writes, relative to the project root (where DVC runs stages).
+
+`verify` re-runs stages into a scratch folder: `scratch_outputs` redirects features and results there
+while datasets and the committed corpus stay where they are. The Python API and `data=` runs use
+`workspace`: prepared data, features, results and failures all under one folder (`user/` by default), so
+they never touch the pipeline's outputs or the frozen corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.runs.fewshot import Shot
+
+DATA = Path("data")
+CORPUS = Path("leaderboard/corpus.jsonl")
+FAILED_CORPUS = Path("leaderboard/failures.jsonl")  # failed attempts, shown apart from the ok records
+FAILURES = Path("failures")  # each failed stage's latest attempt (git-tracked, never a DVC out)
+DOCS = Path("docs")
+_outputs = {"data": DATA, "features": Path("features"), "results": Path("results"), "failures": FAILURES}
+
+
+@contextmanager
+def scratch_outputs(root: Path) -> Iterator[None]:
+    saved = dict(_outputs)
+    _outputs.update(features=root / "features", results=root / "results", failures=root / "failures")
+    try:
+        yield
+    finally:
+        _outputs.update(saved)
+
+
+@contextmanager
+def workspace(root: Path) -> Iterator[None]:
+    """Every stage output (and the prepared data) under `root`: root/data, root/features, root/results, ..."""
+    saved = dict(_outputs)
+    _outputs.update(data=root / "data", features=root / "features", results=root / "results",
+                    failures=root / "failures")
+    try:
+        yield
+    finally:
+        _outputs.update(saved)
+
+
+def dataset_dir(dataset: str) -> Path:
+    return _outputs["data"] / dataset
+
+
+def manifest_path(dataset: str) -> Path:
+    return _outputs["data"] / dataset / "manifest.json"
+
+
+def features_dir(grid: str, backbone: str, dataset: str) -> Path:
+    return _outputs["features"] / grid / backbone / dataset
+
+
+def record_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    """A stage's record; a few-shot stage writes one per (k, seed) `shot` into its folder."""
+    if shot is None:
+        return _outputs["results"] / grid / task / f"{backbone}.json"
+    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.json"
+
+
+def metrics_path(grid: str, task: str, backbone: str) -> Path:
+    """The stage's DVC metrics file; beside a few-shot stage's folder, since DVC outs may not overlap."""
+    return _outputs["results"] / grid / task / f"{backbone}.metrics.json"
+
+
+def samples_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    if shot is None:
+        return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
+    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.samples.csv"
+
+
+def head_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+    """A trained probe's head beside its record (`harness.heads.load`): safetensors, weights and identity."""
+    record = record_path(grid, task, backbone, shot)
+    return record.with_name(record.name.removesuffix(".json") + ".head.safetensors")
+
+
+def fewshot_dir(grid: str, task: str, backbone: str) -> Path:
+    """A few-shot stage's DVC out: every (k, seed) record and samples file of one task × backbone."""
+    return _outputs["results"] / grid / task / backbone
+
+
+def stage_name(grid: str, task: str, backbone: str) -> str:
+    return f"{grid}-{task}@{backbone}"
+
+
+def run_id(grid: str, task: str, backbone: str, shot: Shot | None = None) -> str:
+    """The stage name, or for one (k, seed) of a few-shot stage "<stage>.k<k>.s<seed>": unique, URL-safe
+    (the site's page for it is the run id with "@" spelled "-at-"), and the stage is its prefix."""
+    stage = stage_name(grid, task, backbone)
+    return stage if shot is None else f"{stage}.k{shot.k}.s{shot.seed}"
+
+
+def stage_of_run(run_id: str, k_shot: int | None, seed: int) -> str:
+    """The DVC stage that wrote a record: its run id, less the few-shot suffix `run_id` adds."""
+    return run_id if k_shot is None else run_id.removesuffix(f".k{k_shot}.s{seed}")
+
+
+def stage_parts(stage: str) -> tuple[str, str, str]:
+    """(grid, task, backbone) of a probe stage "<grid>-<task>@<backbone>" (grid names have no "-")."""
+    grid, rest = stage.split("-", 1)
+    task, backbone = rest.split("@", 1)
+    return grid, task, backbone
+
+
+def extract_stage_name(grid: str, backbone: str, dataset: str) -> str:
+    """One foreach group per (grid, dataset), so its template lists exactly the params its features read."""
+    return f"extract-{grid}-{dataset}@{backbone}"
+
+
+def prepare_stage_name(dataset: str) -> str:
+    return f"prepare-{dataset}"
+
+
+def failure_path(stage: str) -> Path:
+    """Where a stage's failed attempt is kept (git-tracked, never a DVC out, so it never replaces an ok
+    record): `failures/<stage>.jsonl`, one failed record per line."""
+    return _outputs["failures"] / f"{stage.replace('@', '-at-')}.jsonl"

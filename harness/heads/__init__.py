@@ -1,0 +1,1 @@
+"""Trained probe heads as files: their format, loading and publishing."""

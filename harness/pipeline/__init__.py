@@ -1,0 +1,1 @@
+"""The DVC pipeline: generated from params.yaml, planned, checked and run."""

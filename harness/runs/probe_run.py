@@ -1,0 +1,255 @@
+"""Turn one probe run into a record: read extraction + manifest, run the probe, describe everything.
+
+A run is a whole probe stage, or one (k, seed) `Shot` of a few-shot stage: then the probe trains on the
+subset `harness.runs.fewshot` chooses from its training split, and evaluates as the full run does.
+
+Nothing is written here: `run_probe` returns the record and the text of its per-sample scores file
+(`paths.samples_path`), and the stage writes them only once every run of the stage has succeeded, so a
+failure never replaces what an earlier successful run left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.core import paths
+from harness.core.config import ConfigError, Params, canonical_backbone
+from harness.core.devices import requested_device, resolve_device, set_deterministic
+from harness.core.environment import environment_fingerprint
+from harness.core.preprocessing import Preprocess
+from harness.datasets.manifest import Manifest
+from harness.heads.file import head_identity, serialize_head
+from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
+from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
+from harness.runs.fewshot import UNIT_PARAM, Shot, fewshot_manifest
+from harness.runs.records import BackboneInfo, DatasetInfo, Failure, Record
+from harness.runs.samples import samples_file
+
+if TYPE_CHECKING:
+    from harness.heads.load import LoadedProbe  # never imported by a stage: it reaches the API
+
+
+class MissingFeatureError(RuntimeError):
+    pass
+
+
+def _feature_lookup(cache: FeatureCache, backbone: dict[str, Any], request: dict[str, Any]):
+    def lookup(item):
+        key = entry_keys(backbone, [request], item)[0]
+        array = cache.get(key)
+        if array is None:
+            raise MissingFeatureError(
+                f"no cached feature for {item.path} (key {key}); re-run the extract stage"
+            )
+        return array
+
+    return lookup
+
+
+def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layers, fit: str = "crop") -> dict[str, Any]:
+    def spelled(value):  # a named set stays a name; indices compare as a list; [] and None mean the last layer
+        return value if isinstance(value, str) else (list(value) if value else None)
+
+    for request in extraction["requests"]:
+        if request["mode"] == mode and (mode == "dense" or request["pooling"] == pooling) and (
+            spelled(request["layers"]) == spelled(layers)
+        ) and request.get("fit", "crop") == fit:
+            return request
+    raise MissingFeatureError(
+        f"extraction has no {mode} features with pooling={pooling} layers={layers} fit={fit}")
+
+
+def check_result(spec: ProbeSpec, result: ProbeResult) -> None:
+    """Refuse a result whose metrics are non-finite, lack the headline, or disagree with their samples."""
+    metrics = result.metrics
+    non_finite = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+    if non_finite:
+        raise ValueError(f"probe produced non-finite metrics: {', '.join(non_finite)}")
+    if spec.headline not in metrics:
+        raise KeyError(f"headline metric {spec.headline!r} not produced; got {sorted(metrics)}")
+    for name, column in sorted(result.samples.items()):
+        if name not in metrics:
+            raise ValueError(f"per-sample column {name!r} has no metric of that name")
+        if len(column) != len(result.sample_ids):
+            raise ValueError(f"per-sample column {name!r} has {len(column)} rows for {len(result.sample_ids)} ids")
+        if not np.isclose(np.mean(column), metrics[name], rtol=0, atol=1e-12):
+            raise ValueError(f"metric {name}={metrics[name]!r} is not the mean of its per-sample column "
+                             f"({np.mean(column)!r})")
+
+
+def fewshot_unit(task: str) -> str:
+    """The task's few-shot unit; a task that trains nothing has none, and a few-shot grid may not list it."""
+    from harness.probes import PROBES
+
+    unit = get_probe(task).fewshot_unit
+    if unit is None:
+        able = [name for name in PROBES.names() if get_probe(name).fewshot_unit is not None]
+        raise ConfigError(f"task {task!r} has no few-shot protocol (it trains no probe); tasks that do: "
+                          f"{', '.join(able)}")
+    return unit
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One probe stage: the run's grid, task and backbone (stage spelling), the dataset it reads, and the grid
+    whose extract stage made its features. The generated dvc.yaml passes these on the command line."""
+
+    grid: str
+    task: str
+    backbone: str
+    dataset: str
+    feature_grid: str
+
+    @property
+    def stage(self) -> str:
+        return paths.stage_name(self.grid, self.task, self.backbone)
+
+
+def job_from_params(params: Params, grid: str, task: str, backbone: str) -> ProbeJob:
+    spec = params.grids[grid]
+    dataset = spec.tasks[task]
+    return ProbeJob(grid, task, backbone, dataset, spec.feature_grid(grid, dataset))
+
+
+class ProbeOutcome(tuple):
+    """`(record, samples_text)`, as `run_probe` has always returned (samples_text None when the run failed), and
+    `.head_bytes`: the trained head's file (`harness.heads.file`), None when it failed or trained nothing."""
+
+    head_bytes: bytes | None
+
+    def __new__(cls, record: Record, samples_text: str | None, head_bytes: bytes | None = None) -> ProbeOutcome:
+        outcome = super().__new__(cls, (record, samples_text))
+        outcome.head_bytes = head_bytes
+        return outcome
+
+    @property
+    def record(self) -> Record:
+        return self[0]
+
+
+def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None,
+              saved_head: LoadedProbe | None = None) -> ProbeOutcome:
+    """One run: its record, samples file and trained head. With `saved_head` (`harness.heads.load`), that head is
+    checked against the features and scored instead of training one; the record's protocol_params.head names
+    the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""
+    started = time.monotonic()
+    spec = get_probe(job.task)
+    probe_params = dict(probe_params)
+    # A few-shot run's seed chooses its subset and seeds the probe, so the seeds of a curve are replicates.
+    seed = params.settings.seed if shot is None else shot.seed
+    pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
+    layers = probe_params.pop("layers", None)
+    probe_params.pop("pooling", None)
+    protocol_params = dict(probe_params)
+    if shot is not None:
+        protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(job.task), "subset_seed": shot.seed}
+    base: dict[str, Any] = {
+        "run_id": paths.run_id(job.grid, job.task, job.backbone, shot),
+        "backbone_name": canonical_backbone(job.backbone),
+        "task": job.task,
+        "level": spec.level,
+        "protocol": spec.protocol,
+        "pooling_requested": pooling,
+        "feature_mode": spec.feature_mode,
+        "layers": list(layers) if isinstance(layers, list) and layers else None,
+        "precision": None,
+        "seed": seed,
+        "headline_metric": spec.headline,
+        "environment": environment_fingerprint(),
+        "k_shot": None if shot is None else shot.k,
+    }
+    backbone_info = dataset_info = request = result = None
+    pooling_resolved = image_size = samples_text = head_bytes = None
+    samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
+    phase = "extract"
+    try:
+        feature_dir = paths.features_dir(job.feature_grid, job.backbone, job.dataset)
+        extraction = read_extraction(feature_dir)
+        described = extraction["backbone"]
+        # the device this run computes on (pooled probes: the CPU, whatever was asked) and the one its features
+        # were computed on: each record names what did its work, never what was merely present
+        device = str(resolve_device(requested_device(params.settings.device))) if spec.uses_device else "cpu"
+        if device != "cpu":  # the same GPU gives the same bits: deterministic kernels, no TF32 (harness.core.devices)
+            set_deterministic(resolve_device(device))
+        base["environment"] = environment_fingerprint(device, extraction.get("device"))
+        # the precision the features were computed at is the backbone's (its identity includes it)
+        base["precision"] = described["precision"]
+        backbone_info = BackboneInfo(
+            name=described["name"], identity=described["identity"], control=described["control"],
+            weights=described["weights"], architecture=described["architecture"],
+            preprocess=described["preprocess"],
+        )
+        image_size = described["preprocess"]["crop"]
+        phase = "load_dataset"
+        manifest = Manifest.load(paths.manifest_path(job.dataset))
+        base["protocol"] = spec.resolve_protocol(manifest)
+        if manifest.identity != extraction["dataset_identity"]:
+            raise RuntimeError("features were extracted from a different version of the dataset")
+        dataset_identity = manifest.identity
+        if shot is not None:
+            phase = "select_subset"
+            manifest, subset = fewshot_manifest(manifest, probe_params["train_split"], fewshot_unit(job.task), shot)
+            protocol_params |= subset
+        phase = "probe"
+        request = _matching_request(extraction, spec.feature_mode, pooling, layers, spec.fit)
+        pooling_resolved = request["pooling_resolved"]
+        if isinstance(layers, str):  # a named set: the record says which layers it resolved to
+            base["layers"] = list(request["layers_resolved"])
+        cache = FeatureCache(feature_dir / "entries")
+        geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
+        geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
+                                 "std": tuple(geometry_spec["std"])})
+        arch = base["backbone_name"].removesuffix("@random")
+        rebuild = {"name": base["backbone_name"], "identity": described["identity"],
+                   "precision": described["precision"], "seed": params.settings.seed,
+                   "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
+        inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
+                             rebuild, device=device)
+        split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
+        dataset_info = DatasetInfo(
+            name=job.dataset, identity=dataset_identity, split=split,
+            size=len(manifest.split(split)), params=manifest.params,
+        )
+        if saved_head is None:
+            result = spec.run(inputs)
+        else:
+            phase = "check_head"
+            protocol_params["head"] = saved_head.provenance()  # a refused head's failed record names it too
+            if saved_head.task != job.task:
+                raise ValueError(f"the head was trained for task {saved_head.task!r}, not {job.task!r}")
+            saved_head.check(described, request, spec.fit)
+            phase = "probe"
+            result = saved_head.evaluate_inputs(inputs)
+            protocol_params["head"] = saved_head.provenance()
+        check_result(spec, result)
+        samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit)
+        metrics, status, failure = result.metrics, "ok", None
+    except Exception as error:
+        metrics, samples, status = {}, None, "failed"
+        failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
+        traceback.print_exc()
+    record = Record(
+        **{**base, "precision": base["precision"] or params.settings.precision},
+        protocol_params=protocol_params,
+        backbone=backbone_info,
+        dataset=dataset_info,
+        pooling_resolved=pooling_resolved,
+        image_size=image_size,
+        metrics=metrics,
+        higher_is_better=spec.higher_is_better(metrics),
+        tolerances=spec.tolerances(metrics),
+        status=status,
+        failure=failure,
+        duration_s=round(time.monotonic() - started, 3),
+        samples=samples,
+    )
+    if status == "ok" and result.head is not None:
+        train_split = probe_params.get("train_split") or probe_params.get("train_splits")
+        head_bytes = serialize_head(result.head, head_identity(record, request, spec.fit, train_split))
+    return ProbeOutcome(record, samples_text, head_bytes)

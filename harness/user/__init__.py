@@ -1,0 +1,1 @@
+"""Runs on your own data, outside the committed grids."""
