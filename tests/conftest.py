@@ -46,11 +46,6 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 _EMPTY_HF_CACHE = tempfile.mkdtemp(prefix="visbench-test-empty-hf-cache-")
 os.environ["HF_HUB_CACHE"] = _EMPTY_HF_CACHE
 atexit.register(shutil.rmtree, _EMPTY_HF_CACHE, ignore_errors=True)
-# Parses of dvc.lock (harness.parse_cache) kept for this session, shared by its workers and subprocesses (they
-# inherit the variable), not in the user's ~/.cache.
-if "VISBENCH_PARSE_CACHE" not in os.environ:
-    os.environ["VISBENCH_PARSE_CACHE"] = tempfile.mkdtemp(prefix="visbench-test-parses-")
-    atexit.register(shutil.rmtree, os.environ["VISBENCH_PARSE_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -177,10 +177,10 @@ def _record(root: Path) -> Record:
 @pytest.fixture(scope="session")
 def host_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The stage run on the host, in a clone, with the project's venv: what the container's runs must equal. DVC
-    runs as the CLI runs it (harness.dvc_fast); the container's documented `dvc repro` below is plain DVC."""
+    runs as the CLI runs it (the venv's plain DVC), as the container's documented `dvc repro` below does."""
     clone = _checkout(tmp_path_factory.mktemp("host"), owner=None)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = _run([sys.executable, "-m", "harness.dvc_fast", "repro", STAGE], timeout=1200, cwd=clone, env=env)
+    result = _run([sys.executable, "-m", "dvc", "repro", STAGE], timeout=1200, cwd=clone, env=env)
     assert result.returncode == 0, _output(result)
     return clone
 

@@ -76,7 +76,7 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     assert done.returncode == 0
     stages = yaml.safe_load((clone / "dvc.yaml").read_text())["stages"]
     users = [name for name, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
-    assert users == ["extract-mine-my_images"]
+    assert users == ["codedeps", "extract-mine-my_images"]  # what rewrites the fingerprints, and what reads them
     group = stages["extract-mine-my_images"]
     assert group["foreach"]["tiny_net.random"]["code"] == "plugins/tiny_net.py"
     assert group["foreach"]["efficientnet_lite0"]["code"] == "harness/backbones/efficientnet_lite.py"
@@ -85,15 +85,23 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     original = plugin.read_text()
     plugin.write_text(original + "\n# an edit\n")
     try:
+        assert changed_deps(clone) - before == {"codedeps"}  # the edit reaches stages through the fingerprints
+        repro_code_stage(clone)
         assert changed_deps(clone) - before == {"extract-mine-my_images@tiny_net.random"}
     finally:  # the clone is shared by the module's tests: the override test expects its features current
         plugin.write_text(original)
+        repro_code_stage(clone)
+
+
+def repro_code_stage(clone: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=clone,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def changed_deps(clone: Path) -> set[str]:
-    """Stages whose dependencies `dvc status` says changed (a fresh clone's missing outputs are not that); through
-    harness.dvc_fast, as the CLI runs DVC (tests/test_dvc_fast.py: it sees what plain `dvc status` sees)."""
-    status = subprocess.run([sys.executable, "-m", "harness.dvc_fast", "status", "--json"], cwd=clone,
+    """Stages whose dependencies `dvc status` says changed (a fresh clone's missing outputs are not that)."""
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=clone,
                             capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert status.returncode == 0, status.stderr
     return {stage for stage, entries in json.loads(status.stdout).items()

@@ -28,11 +28,11 @@ log = logging.getLogger("visbench")
 
 
 def stages_for(runs: list[Run]) -> list[str]:
-    """Every stage the runs need, in an order DVC can run one by one (`--single-item`): the datasets'
-    prepare stages, the features' extract stages, then the probe stages."""
+    """Every stage the runs need, in an order DVC can run one by one (`--single-item`): the code fingerprints,
+    the datasets' prepare stages, the features' extract stages, then the probe stages."""
     prepare = [run.prepare_stage for run in runs]
     extract = [run.extract_stage for run in runs]
-    return list(dict.fromkeys([*prepare, *extract, *(run.stage for run in runs)]))
+    return list(dict.fromkeys([paths.CODE_STAGE, *prepare, *extract, *(run.stage for run in runs)]))
 
 
 def retry_command(run: Run) -> str:

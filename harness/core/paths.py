@@ -115,6 +115,9 @@ def extract_stage_name(grid: str, backbone: str, dataset: str) -> str:
     return f"extract-{grid}-{dataset}@{backbone}"
 
 
+CODE_STAGE = "codedeps"  # rewrites the code fingerprints every other stage depends on (harness.pipeline.fingerprints)
+
+
 def prepare_stage_name(dataset: str) -> str:
     return f"prepare-{dataset}"
 

@@ -26,8 +26,8 @@ class WorkspaceBusy(RuntimeError):
 
 
 def dvc_command(args: list[str]) -> list[str]:
-    # DVC's own CLI with params.yaml parsed once per process instead of once per stage (harness.dvc_fast)
-    return [sys.executable, "-m", "harness.dvc_fast", *args]
+    # the venv's own DVC, whatever PATH holds (a container's or the system's `dvc` may be another version)
+    return [sys.executable, "-m", "dvc", *args]
 
 
 def run_dvc(args: list[str]) -> int:
@@ -42,7 +42,7 @@ def repro_with_progress(targets: list[str]) -> int:
     Ctrl-C (or SIGTERM) stops DVC and the stage it runs, then raises KeyboardInterrupt. DVC alone would not stop:
     it ignores an interrupt while a stage runs and, with --keep-going, starts the next stage once that one died
     of it. So DVC runs in its own process group, which the interrupt is handed to as a whole."""
-    args = ["repro", "--single-item", "--keep-going", *targets]
+    args = ["repro", "--single-item", "--keep-going", *_grouped(targets)]
     log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
     started = time.monotonic()
     seen: set[str] = set()
@@ -83,6 +83,14 @@ def repro_with_progress(targets: list[str]) -> int:
         raise WorkspaceBusy("another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run "
                             "the same command again once it has finished (DVC runs one command per workspace)")
     return code
+
+
+def _grouped(targets: list[str]) -> list[str]:
+    """The targets as DVC is best told them: whole foreach groups by their names (generate.group_targets)."""
+    from harness.pipeline.generate import DVC_FILE, group_targets, load_document
+
+    document = load_document(DVC_FILE)
+    return group_targets(targets, document) if document is not None else targets
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -4,7 +4,8 @@
     visbench-harness pipeline check    # exit 1 if the committed dvc.yaml differs from a fresh generation
 
 Every stage lists exactly what it reads:
-- code: the files its entry module and the module defining what it runs import (`harness.pipeline.codedeps`);
+- code: its role's fingerprint, one file naming the SHA-256 of every file its entry module and the module
+  defining what it runs import (`harness.pipeline.fingerprints`), rewritten by the `codedeps` stage;
 - data: the dataset folder (prepare), the prepared dataset and the features (extract, probe);
 - params: the values it reads (a probe's block, the layers and pooling of the tasks reading a feature set,
   the split names of the tasks reading a dataset); structure (which tasks read what, which module defines a
@@ -30,10 +31,8 @@ from harness.core.atomic import write_text_atomic
 from harness.core.config import PARAMS_FILE, Params, load_params, probe_block, stage_spelling
 from harness.core.registry import PACKAGE_ROOT
 from harness.datasets.kinds import data_paths
-from harness.parse_cache import cached
-from harness.pipeline import topology
+from harness.pipeline import fingerprints, topology
 from harness.pipeline.checks import check_params
-from harness.pipeline.codedeps import code_closure
 
 DVC_FILE = Path("dvc.yaml")
 LOCK_FILE = Path("dvc.lock")
@@ -45,12 +44,7 @@ HEADER = (
     "# Add a backbone, task, dataset or grid in params.yaml (and, for new code, a plugin module), then run\n"
     "# `visbench-harness pipeline` (every `visbench-harness` run regenerates it). tests check it is fresh.\n"
 )
-ENTRY = {kind: f"harness/stages/{kind}.py" for kind in ("prepare", "extract", "probe", "collect", "site")}
 SETTINGS_READ_BY_EXTRACT = ["settings.precision", "settings.batch_size", "settings.seed"]
-
-
-def _code(*entries: str) -> list[str]:
-    return code_closure(entries)
 
 
 def _param_keys(params: Params, grid: str, task: str, keys: list[str] | None = None) -> list[str]:
@@ -82,7 +76,7 @@ def _prepare_stage(params: Params, dataset: str) -> dict[str, Any]:
         split_params += [key for key in _param_keys(params, grid, task, keys) if key not in split_params]
     return {
         "cmd": f"python -m harness.stages.prepare {dataset} --code {code} --tasks {','.join(tasks)}",
-        "deps": [*data_paths(params.datasets[dataset]), *_code(ENTRY["prepare"], code)],
+        "deps": [*data_paths(params.datasets[dataset]), fingerprints.role_file("prepare", code)],
         "params": [f"datasets.{dataset}", *split_params],
         "outs": [paths.dataset_dir(dataset).as_posix()],
     }
@@ -91,14 +85,6 @@ def _prepare_stage(params: Params, dataset: str) -> dict[str, Any]:
 def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
     backbones = params.grids[grid].backbones
     codes = {b: topology.backbone_code(b) for b in backbones}
-    common = set(_code(ENTRY["extract"]))
-    for code in codes.values():
-        own = set(_code(code)) - {code}
-        common |= own
-    if common & set(codes.values()):
-        clash = sorted(common & set(codes.values()))
-        raise ValueError(f"backbone modules {clash} are imported by the extract stage's own code; a family module "
-                         "must be imported only through the registry")
     reads = topology.feature_reads(params, grid, dataset)
     read_params: list[str] = []
     for read in reads:
@@ -108,11 +94,12 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
         return ",".join(r.spell() for r in topology.backbone_reads(params, grid, dataset, backbone))
 
     return {
-        "foreach": {stage_spelling(b): {"code": codes[b], "reads": own_reads(b)} for b in backbones},
+        "foreach": {stage_spelling(b): {"code": codes[b], "codedeps": fingerprints.role_file("extract", codes[b]),
+                                        "reads": own_reads(b)} for b in backbones},
         "do": {
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
                     "--reads ${item.reads}"),
-            "deps": [paths.dataset_dir(dataset).as_posix(), "${item.code}", *sorted(common)],
+            "deps": [paths.dataset_dir(dataset).as_posix(), "${item.codedeps}"],
             # which weights file each backbone reads: a changed path re-runs its extraction (the block as a whole: a
             # foreach template names the same params for every item; a file changed in place needs --force)
             "params": [*SETTINGS_READ_BY_EXTRACT, *(["checkpoints"] if params.checkpoints else []), *read_params],
@@ -138,7 +125,7 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
             "cmd": (f"python -m harness.stages.probe {grid} {task} ${{item}} --code {code} --dataset {dataset} "
                     f"--features {feature_grid}"),
             "deps": [f"features/{feature_grid}/${{item}}/{dataset}", paths.dataset_dir(dataset).as_posix(),
-                     *_code(ENTRY["probe"], code)],
+                     fingerprints.role_file("probe", code)],
             "params": _probe_params(params, task, grid),
             "outs": outs,
             "metrics": [{f"{base}.metrics.json": out}],
@@ -152,12 +139,22 @@ def _saves_head(task: str) -> bool:
     return get_probe(task).score_head is not None
 
 
+def _codedeps_stage(params: Params) -> dict[str, Any]:
+    """The stage that rewrites every role's code fingerprint from the harness package and the plugins: plain
+    `dvc repro` after an edit runs it first, and the stages whose fingerprint changed after it."""
+    return {
+        "cmd": "python -m harness.pipeline.fingerprints",
+        "deps": ["harness", *params.plugins],
+        "outs": [{file: {"cache": False}} for file in fingerprints.roles(params)],
+    }
+
+
 def _collect_and_site() -> dict[str, Any]:
     keep = {"cache": False, "persist": True}
     return {
         "collect": {
             "cmd": "python -m harness.stages.collect",
-            "deps": ["results", paths.FAILURES.as_posix(), *_code(ENTRY["collect"])],
+            "deps": ["results", paths.FAILURES.as_posix(), fingerprints.role_file("collect")],
             "params": ["grids"],
             "outs": [{paths.CORPUS.as_posix(): keep}, {paths.FAILED_CORPUS.as_posix(): keep}],
         },
@@ -165,7 +162,7 @@ def _collect_and_site() -> dict[str, Any]:
             "cmd": "python -m harness.stages.site",
             # per-sample scores: bootstrap intervals, paired tests and tie groups are computed from them
             "deps": [paths.CORPUS.as_posix(), paths.FAILED_CORPUS.as_posix(), "results",
-                     RELEASES_FOLDER.as_posix(), *_code(ENTRY["site"])],
+                     RELEASES_FOLDER.as_posix(), fingerprints.role_file("site")],
             "outs": [{f"docs/{name}": keep} for name in
                      ("index.md", "agreement.md", "compare.md", "downloads.md", "changelog.md", "tasks", "levels",
                       "backbones", "runs", "plots", "downloads")],
@@ -176,7 +173,7 @@ def _collect_and_site() -> dict[str, Any]:
 def pipeline(params: Params) -> dict[str, Any]:
     """The dvc.yaml document: stages in a fixed order (prepare, then per grid extract and probe groups)."""
     check_params(params)
-    stages: dict[str, Any] = {}
+    stages: dict[str, Any] = {fingerprints.STAGE: _codedeps_stage(params)}
     used = list(dict.fromkeys(d for spec in params.grids.values() for d in spec.datasets))
     for dataset in used:
         stages[paths.prepare_stage_name(dataset)] = _prepare_stage(params, dataset)
@@ -227,6 +224,24 @@ def stage_names(document: dict[str, Any]) -> set[str]:
     return names
 
 
+def group_targets(names: list[str], document: dict[str, Any]) -> list[str]:
+    """`names` with every foreach group whose members are all there named as the group (`scenes-depth` for each
+    `scenes-depth@…`), in the same order: DVC collects a group from its dvc.yaml once, but loads dvc.yaml and
+    dvc.lock afresh for every target named, so a grid of thousands of stages is a few dozen targets."""
+    members: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    for group, stage in document["stages"].items():
+        foreach = stage.get("foreach")
+        if foreach is not None:
+            sizes[group] = len(foreach)
+            members.update((f"{group}@{item}", group) for item in foreach)
+    wanted = set(names)
+    complete = {group for group, size in sizes.items()
+                if sum(1 for name, g in members.items() if g == group and name in wanted) == size}
+    targets = [members[name] if members.get(name) in complete else name for name in names]
+    return list(dict.fromkeys(targets))
+
+
 def stage_commands(document: dict[str, Any]) -> dict[str, str]:
     """Each stage's command as DVC runs it: a foreach group's template with `${key}`, `${item}` and
     `${item.FIELD}` filled in for each of its items (what `harness.executors.parallel` starts itself)."""
@@ -250,13 +265,18 @@ def stage_commands(document: dict[str, Any]) -> dict[str, str]:
     return commands
 
 
+def load_document(path: Path = DVC_FILE) -> dict[str, Any] | None:
+    """A generated dvc.yaml as data (libyaml's parser), or None where there is none."""
+    if not path.is_file():
+        return None
+    return yaml.load(path.read_text(), Loader=_FAST_LOADER)
+
+
 def stale_lock_entries(names: set[str], path: Path = LOCK_FILE) -> list[str]:
     """The dvc.lock entries of stages not in `names` (what prune_lock drops)."""
     if not path.is_file():
         return []
-    raw = path.read_bytes()
-    locked = cached(f"PyYAML {yaml.__version__} {_FAST_LOADER.__name__}: stage names",
-                    raw, lambda: list((yaml.load(raw.decode(), Loader=_FAST_LOADER) or {}).get("stages", {})))
+    locked = (yaml.load(path.read_text(), Loader=_FAST_LOADER) or {}).get("stages", {})
     return [name for name in locked if name not in names]
 
 
@@ -277,9 +297,11 @@ def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
 
 
 def write(params: Params, path: Path = DVC_FILE) -> bool:
-    """Regenerate dvc.yaml and drop dvc.lock's entries of stages it no longer has; True when dvc.yaml changed."""
+    """Regenerate dvc.yaml and the code fingerprints, and drop dvc.lock's entries of stages dvc.yaml no longer
+    has; True when dvc.yaml changed."""
     ensure_input_folders()
     document = pipeline(params)
+    fingerprints.write(params)
     prune_lock(stage_names(document), path.parent / LOCK_FILE.name)
     text = HEADER + _dump(document)
     if path.is_file() and path.read_text() == text:
@@ -343,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         document = pipeline(params)  # runs check_params
         if not DVC_FILE.is_file() or DVC_FILE.read_text() != HEADER + _dump(document):
             print("dvc.yaml is stale: run `visbench-harness pipeline` and commit it", file=sys.stderr)
+            return 1
+        stale = fingerprints.stale(params)
+        if stale:
+            print(f"code fingerprints are stale ({', '.join(stale)}): run `visbench-harness pipeline` and commit "
+                  f"{fingerprints.FOLDER}/", file=sys.stderr)
             return 1
         if not stale_lock_entries(stage_names(document)):
             # all ensure_fresh would have done (nothing to prune from dvc.lock): the next run skips the check;

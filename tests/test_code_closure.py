@@ -1,0 +1,79 @@
+"""The static import closure a stage's fingerprint lists covers every project module the stage really loads.
+
+A stage depends on its role's fingerprint (harness.pipeline.fingerprints), made from `codedeps.code_closure`,
+which reads import statements. A module loaded some other way (importlib, a registry's discovery, an import the
+scanner misses) would be code a stage runs without depending on it: an edit there would not re-run the stage.
+So a grid runs in a clone under a `sitecustomize` that, at each stage process's exit, writes down which files
+of the project it had loaded; each must be in the closure of that stage's entry module and `--code` module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.pipeline.codedeps import code_closure
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY_KINDS = ("prepare", "extract", "probe", "collect", "site")
+
+# Loaded by every Python process that starts with this folder on PYTHONPATH (the stages DVC starts inherit it).
+SITECUSTOMIZE = '''
+import atexit, json, os, sys
+
+def _dump():
+    entry = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    root = os.getcwd()
+    if not entry.startswith(os.path.join(root, "harness", "stages") + os.sep):
+        return
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.abspath(path).startswith(root + os.sep) and ".venv" not in path:
+            files.add(os.path.relpath(os.path.abspath(path), root))
+    out = os.path.join(os.environ["VISBENCH_MODULE_TRACE"], f"{os.getpid()}.json")
+    with open(out, "w") as f:
+        json.dump({"argv": [os.path.relpath(entry, root), *sys.argv[1:]], "files": sorted(files)}, f)
+
+atexit.register(_dump)
+'''
+
+
+def _code_argument(argv: list[str]) -> str | None:
+    return argv[argv.index("--code") + 1] if "--code" in argv else None
+
+
+@pytest.mark.dvc
+def test_every_module_a_stage_loads_is_in_its_fingerprinted_closure(tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, timeout=120)
+    hook, trace = tmp_path / "hook", tmp_path / "trace"
+    hook.mkdir()
+    trace.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {**os.environ, "PYTHONPATH": str(hook), "VISBENCH_MODULE_TRACE": str(trace), "DVC_NO_ANALYTICS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # a fresh clone has no DVC cache: every stage of the selection runs (prepare, extract, probes, collect, site)
+    done = subprocess.run([sys.executable, "-m", "harness.cli.main", "grid=default", "backbone=efficientnet_lite0",
+                           "task=classification,correspondence,similarity"], cwd=clone, env=env,
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    seen: dict[str, int] = {}
+    for file in sorted(trace.glob("*.json")):
+        process = json.loads(file.read_text())
+        entry = process["argv"][0]
+        kind = Path(entry).stem
+        assert kind in ENTRY_KINDS, entry
+        code = _code_argument(process["argv"])
+        closure = set(code_closure([entry, *([code] if code else [])], clone))
+        outside = sorted(set(process["files"]) - closure)
+        assert not outside, f"{' '.join(process['argv'][:4])} loaded {outside}, which its fingerprint does not list"
+        seen[kind] = seen.get(kind, 0) + 1
+    # prepare: the three datasets; extract: three; probes: three; then collect and site
+    assert set(seen) == set(ENTRY_KINDS), seen
+    assert seen["probe"] == 3 and seen["prepare"] == 3, seen
