@@ -34,7 +34,8 @@ def _dump():
     files = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and os.path.abspath(path).startswith(root + os.sep) and ".venv" not in path:
+        # torch's stand-in modules (torch._classes) carry a bare "_classes.py": only real files count
+        if path and os.path.isabs(path) and path.startswith(root + os.sep) and ".venv" not in path:
             files.add(os.path.relpath(os.path.abspath(path), root))
     out = os.path.join(os.environ["VISBENCH_MODULE_TRACE"], f"{os.getpid()}.json")
     with open(out, "w") as f:
