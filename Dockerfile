@@ -102,7 +102,7 @@ USER 10001:10001
 RUN visbench-harness list > /dev/null && visbench-harness pipeline check \
     && chmod a+r .dvc/tmp/visbench-pipeline.json
 
-# What the records say about the image (harness/core/environment.py): the commit it was built from, and its digest,
+# What the records say about the image (harness/runs/environment.py): the commit it was built from, and its digest,
 # which exists only after the build: pass it at run time, -e VISBENCH_IMAGE_DIGEST=$(docker image inspect
 # --format '{{.Id}}' visbench-harness), or as IMAGE_DIGEST when rebuilding from a known image.
 ARG BASE_IMAGE

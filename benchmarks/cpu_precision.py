@@ -13,7 +13,7 @@ channels_last at 224², under `torch.inference_mode`, interleaved, medians of --
 - int8: post-training static quantization (torch.ao FX, per quantized engine available here, calibrated on the
   same random batch): what an int8 path would be at best; the harness offers none. The cosine similarity of its
   pooled output with fp32's says how far the numbers move.
-The CPU's bf16 flags (harness.core.cpu_bf16) and vs_visbench's matmul rate per dtype are printed with them.
+The CPU's bf16 flags (harness.cli.cpu_bf16) and vs_visbench's matmul rate per dtype are printed with them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from vs_visbench import matmul_rate  # the same rate vs_visbench's FLOP-bound limit uses
 
-from harness.core.cpu_bf16 import native_bf16_cpu
+from harness.cli.cpu_bf16 import native_bf16_cpu
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
 

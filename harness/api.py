@@ -10,7 +10,7 @@ it, exactly as the generated dvc.yaml would, inside a workspace folder (`user/` 
 results, failures), so it never writes the pipeline's outputs or the frozen corpus. Same inputs, same
 numbers as the DVC stage (tests/test_api.py checks it bit for bit).
 
-A dataset is a name from params.yaml, a folder of your own (`harness.user.data`: image folders, dense folders
+A dataset is a name from params.yaml, a folder of your own (`harness.runs.own_data`: image folders, dense folders
 with split lists), or a spec dict with a `kind`. `train_dataset` trains the probe on another dataset and
 evaluates on this one (`harness.datasets.train_eval`). `head_file` evaluates a saved probe head instead of
 training one (`harness.heads.load`; `head=` is the dense probes' own parameter, linear or dpt).
@@ -70,16 +70,16 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block.
     `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU that is not here is a ConfigError
     before any work."""
-    from harness.runs import stage_calls
+    from harness.runs.own_data import dataset_spec
+    from harness.stages import calls as stage_calls
     from harness.stages.common import StageFailed
-    from harness.user.data import dataset_spec
 
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
     settings = project.settings if project else DEFAULT_SETTINGS
     if device is not None:
         settings = settings.model_copy(update={"device": checked_device(device)})
     if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
-        from harness.heads.load import head_probe_block
+        from harness.runs.saved_head import head_probe_block
 
         probe_params = {**head_probe_block(Path(head_file)), **probe_params}
     block = _probe_block(task, project, probe_params)
@@ -114,8 +114,6 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)
             else:
-                from harness.heads.load import evaluate_head
-
                 records = [evaluate_head(Path(head_file), grid, task, spelling, params, strict=strict)]
         except StageFailed as error:
             raise RunFailed(str(error), _failed_record(grid, task, spelling)) from None
@@ -213,3 +211,24 @@ def _result(record: Record, record_path: Path, head_path: Path | None) -> RunRes
 
     ids, columns = read_samples(record.samples) if record.samples else ([], {})
     return RunResult(record, ids, columns, record_path, head_path)
+
+
+def evaluate_head(path: Path, grid: str, task: str, backbone: str, params: Any, strict: bool = True):
+    """A saved head scored by one run (`harness.run(..., head_file=...)`): its record and samples written as a
+    probe stage writes them, or its failed record under failures/ and StageFailed."""
+    from harness.core.atomic import write_text_atomic
+    from harness.probes import validate_probe_params
+    from harness.runs.probe_run import job_from_params, run_probe
+    from harness.runs.records import dump_record
+    from harness.runs.saved_head import read_head
+    from harness.stages.common import StageFailed
+
+    loaded = read_head(path, strict)
+    job = job_from_params(params, grid, task, backbone)
+    record, samples_text = run_probe(job, params, validate_probe_params(task, params.probes[task]), None, loaded)
+    if record.status != "ok":
+        write_text_atomic(paths.failure_path(job.stage), dump_record(record) + "\n")
+        raise StageFailed(f"{job.stage}: {record.failure.phase}: {record.failure.error_type}: {record.failure.message}")
+    write_text_atomic(paths.samples_path(grid, task, backbone), samples_text)
+    write_text_atomic(paths.record_path(grid, task, backbone), dump_record(record) + "\n")
+    return record

@@ -14,8 +14,8 @@ from harness.api import RunFailed
 from harness.core import paths
 from harness.core.config import ConfigError, load_params
 from harness.probes import get_probe
-from harness.runs import stage_calls as stages
 from harness.runs.samples import read_samples
+from harness.stages import calls as stages
 
 CONTROL = "cifar_resnet20@random"  # random-init, 32-px inputs: a fast, offline backbone
 

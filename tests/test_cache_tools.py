@@ -12,8 +12,8 @@ from harness.cli.cache import collect_garbage, feature_sets, stats_table
 from harness.cli.main import main
 from harness.core import paths
 from harness.core.config import load_params
-from harness.runs import stage_calls as stages
 from harness.runs.feature_cache import FeatureCache
+from harness.stages import calls as stages
 
 
 def test_stats_count_entries_and_the_last_runs_hit_rate(image_project, capsys):

@@ -25,8 +25,8 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from harness.cli.main import RUN_KEYS
-from harness.core import environment
 from harness.core.config import parse_overrides
+from harness.runs import environment
 
 REPO = Path(__file__).resolve().parents[1]
 # One image for CPU and GPU (docker/README.md, "One image for CPU and GPU").

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from harness import executors
+from harness.cli import cpu_bf16
 from harness.cli import main as cli
-from harness.core import cpu_bf16
 from harness.core.config import load_params
 from harness.pipeline import generate as pipeline
 

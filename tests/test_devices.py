@@ -19,7 +19,7 @@ from harness.backbones import create_backbone
 from harness.core import devices
 from harness.core.config import ConfigError
 from harness.core.devices import DeviceError, describe_device, parse_device, parse_devices, resolve_device
-from harness.core.environment import device_name, environment_fingerprint
+from harness.runs.environment import device_name, environment_fingerprint
 from harness.runs.extract import FeatureRequest, extract_dataset
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a CUDA GPU")

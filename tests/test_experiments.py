@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.executors.experiments import EXPERIMENT_COPIES, experiment_name, experiment_ref, run_experiment
 from harness.pipeline import dvc_runner
-from harness.pipeline.experiments import EXPERIMENT_COPIES, experiment_name, experiment_ref, run_experiment
 from harness.pipeline.plan import Run
 
 

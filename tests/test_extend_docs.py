@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import write_image_folder
 
-from harness.pipeline.experiments import experiment_name, experiment_ref
+from harness.executors.experiments import experiment_name, experiment_ref
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)

@@ -77,7 +77,7 @@ def test_a_run_whose_upstream_failed_gets_its_record_without_importing_every_pro
     """The failed record of a run that never started needs its task's spec: the CLI imports only the module its
     probe stage runs (dvc.yaml's `--code`), not every probe with torch and torchvision; the spec is the one the
     registry's full discovery finds."""
-    code = ("import sys; from harness.pipeline.plan import Run; from harness.cli.run_report import _probe_spec; "
+    code = ("import sys; from harness.pipeline.plan import Run; from harness.executors.report import _probe_spec; "
             f"spec = _probe_spec(Run('default', {task!r}, 'efficientnet_lite0', 'x', 'default')); "
             "heavy = sorted(m for m in ('torch', 'torchvision') if m in sys.modules); "
             "from harness.probes import PROBES; PROBES.discover(); "

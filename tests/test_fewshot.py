@@ -24,9 +24,9 @@ from harness.leaderboard.db_fewshot import curves
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER
 from harness.leaderboard.plots_fewshot import nice_ticks
 from harness.leaderboard.render_fewshot import curve_plot_path
-from harness.runs import stage_calls as stages
 from harness.runs.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
 from harness.runs.records import read_records
+from harness.stages import calls as stages
 from harness.stages.common import StageFailed
 
 CLASSES = ["cat", "dog", "fox"]

@@ -16,7 +16,7 @@ from harness.core.config import load_params
 from harness.heads.load import load_probe
 from harness.leaderboard.comparability import comparability_key
 from harness.probes import validate_probe_params
-from harness.runs import stage_calls as stages
+from harness.stages import calls as stages
 
 CONTROL = "cifar_resnet20.random"
 FINETUNE = {"finetune_blocks": 1, "layers": [-2], "train_split": "train", "eval_split": "val", "epochs": 4,

@@ -19,8 +19,8 @@ from harness.core.hashing import sha256_file
 from harness.heads.load import HeadMismatchError, load_probe, read_head
 from harness.leaderboard.comparability import comparability_key
 from harness.probes import ProbeInputs, get_probe
-from harness.runs import stage_calls as stages
 from harness.runs.samples import read_samples
+from harness.stages import calls as stages
 
 CONTROL = "cifar_resnet20.random"
 

@@ -88,8 +88,8 @@ def test_a_classification_stage_never_imports_torch_and_fingerprints_as_one_that
     import sys
 
     from harness.core.config import load_params
-    from harness.core.environment import environment_fingerprint
-    from harness.runs import stage_calls as stages
+    from harness.runs.environment import environment_fingerprint
+    from harness.stages import calls as stages
 
     project, _ = image_project
     params = load_params()

@@ -21,7 +21,7 @@ from harness.pipeline.checks import missing_requirements
 from harness.runs.fewshot import Shot, stage_run_ids, stage_shots
 from harness.runs.records import read_records
 from harness.runs.samples import read_samples
-from harness.runs.stage_calls import fewshot_metrics
+from harness.stages.calls import fewshot_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -351,9 +351,9 @@ def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
 
 
 def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, monkeypatch):
-    """`verify` and the API call the extract stage through harness.runs.stage_calls: it must be told the same reads as
+    """`verify` and the API call the extract stage through harness.stages.calls: it must be told the same reads as
     the command line dvc.yaml gives DVC (verify once asked efficientnet_lite2 for scenes_layers' stride16)."""
-    from harness.runs import stage_calls
+    from harness.stages import calls as stage_calls
 
     told = {}
     monkeypatch.setattr(stage_calls.extract_stage, "run",

@@ -11,16 +11,16 @@ import pytest
 import yaml
 from conftest import image_project_params, write_image_folder
 
-from harness.cli.run_report import report_failures
 from harness.core import paths
 from harness.core.config import load_params
 from harness.core.hashing import sha256_file
 from harness.datasets.manifest import Manifest
+from harness.executors.report import report_failures
 from harness.pipeline.plan import select_runs
 from harness.runs import extract as extract_module
-from harness.runs import stage_calls as stages
 from harness.runs.records import read_records
 from harness.runs.samples import read_samples
+from harness.stages import calls as stages
 from harness.stages.common import StageFailed
 from harness.stages.failures import read_stage_failure
 

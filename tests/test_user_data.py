@@ -14,9 +14,9 @@ from PIL import Image
 import harness
 from harness.cli.main import main
 from harness.core.config import ConfigError, load_params
-from harness.runs import stage_calls as stages
+from harness.runs.own_data import dataset_spec
 from harness.runs.records import read_records
-from harness.user.data import dataset_spec
+from harness.stages import calls as stages
 
 
 def test_data_runs_land_in_the_user_workspace_and_its_own_site(image_project, tmp_path, capsys):

@@ -43,15 +43,15 @@ from pathlib import Path
 from harness.core.config import ConfigError, load_params, parse_overrides
 from harness.core.registry import UnknownNameError
 from harness.pipeline.dvc_runner import WorkspaceBusy
+from harness.pipeline.plan import DEFAULT_GRID
 from harness.runs.records import RecordError
 
 log = logging.getLogger("visbench")
 RUN_KEYS = ["backbone", "build_site", "device", "devices", "dry_run", "executor", "grid", "probes", "task"]
-USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.user.cli), not through DVC
+USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.cli.user), not through DVC
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
 COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "site", "verify"]
-DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
 
 
 def _dvc(*args: str) -> int:
@@ -86,17 +86,17 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
 
 def run_grid(overrides: dict) -> int:
     from harness.cli.container_mounts import unmounted_outputs_warning
-    from harness.cli.run_report import find_failures, print_failures, stages_for
+    from harness.cli.cpu_bf16 import slow_bf16_warning
     from harness.cli.run_summary import summary_lines
-    from harness.core.cpu_bf16 import slow_bf16_warning
     from harness.executors import check_executor, run_stages
+    from harness.executors.report import find_failures, print_failures, stages_for
 
     executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
     devices = _check_devices(overrides, params.settings.device, executor)
     if "probes" in overrides:  # checked against the selected runs' probes before anything is planned or run
-        from harness.pipeline.experiments import validated_overrides
+        from harness.executors.experiments import validated_overrides
 
         settings = validated_overrides(params, runs, overrides["probes"])
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
@@ -109,7 +109,7 @@ def run_grid(overrides: dict) -> int:
     if slow:
         log.warning("warning: %s", slow)
     if "probes" in overrides:
-        from harness.pipeline.experiments import run_experiment
+        from harness.executors.experiments import run_experiment
 
         return run_experiment(runs, settings, dry_run=overrides.get("dry_run", False))
     targets = stages_for(runs)
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.pop(0) if args and "=" not in args[0] else "run"
     try:
         if command == "run" and any(a.partition("=")[0] in USER_DATA_KEYS for a in args):
-            from harness.user.cli import run_user_data_command
+            from harness.cli.user import run_user_data_command
 
             return run_user_data_command(args)
         if command == "run":
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             release.run(args[0])
             return build_html()
         if command in ("cache", "promote", "publish"):
-            from harness.user import cli as user_cli
+            from harness.cli import user as user_cli
 
             return user_cli.COMMANDS[command](args)
         if command in ("list", "site"):

@@ -105,8 +105,8 @@ def _samples_within(committed: Record, reproduced: Record, tolerance: float, roo
 
 def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None,
                 tolerance: float = 0.0) -> list[MetricCheck]:
-    from harness.runs import stage_calls as stages
     from harness.runs.fewshot import stage_run_ids
+    from harness.stages import calls as stages
 
     corpus = {r.run_id: r for r in read_records(paths.CORPUS)}
     missing = [run_id for run in runs for run_id in stage_run_ids(params, run.grid, run.task, run.backbone)

@@ -314,7 +314,7 @@ def _report_without_result(s: Submitted) -> None:
 
 
 def _record_executor_failure(run: Run, s: Submitted, message: str) -> None:
-    from harness.cli.run_report import record_upstream_failure
+    from harness.executors.report import record_upstream_failure
 
     error = f"SlurmJob{(s.state.state if s.state else 'Unknown').title().replace('_', '')}"
     record_upstream_failure(run, {"stage": s.job.name, "phase": "executor", "error_type": error, "message": message})

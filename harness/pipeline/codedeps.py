@@ -85,6 +85,11 @@ def _direct(root: Path, path: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def direct_imports(path: str | Path, root: Path = Path(".")) -> list[str]:
+    """The project files one file imports (at module level or in a function; not under TYPE_CHECKING)."""
+    return [p.as_posix() for p in _direct(root.resolve(), Path(path))]
+
+
 def code_closure(paths: Iterable[str | Path], root: Path = Path(".")) -> list[str]:
     """Every project file that importing `paths` (files, or a plugin package's folder) runs, sorted."""
     root = root.resolve()

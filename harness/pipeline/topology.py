@@ -12,7 +12,7 @@ from __future__ import annotations
 from harness.core import paths
 from harness.core.config import Params, canonical_backbone, stage_spelling
 from harness.core.registry import module_path
-from harness.pipeline.feature_reads import FeatureRead
+from harness.runs.feature_reads import FeatureRead
 
 
 def feature_readers(params: Params, grid: str, dataset: str) -> list[tuple[str, str]]:

@@ -21,18 +21,18 @@ import numpy as np
 from harness.core import paths
 from harness.core.config import ConfigError, Params, canonical_backbone
 from harness.core.devices import requested_device, resolve_device, set_deterministic
-from harness.core.environment import environment_fingerprint
 from harness.core.preprocessing import Preprocess
 from harness.datasets.manifest import Manifest
-from harness.heads.file import head_identity, serialize_head
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
+from harness.runs.environment import environment_fingerprint
 from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.runs.fewshot import UNIT_PARAM, Shot, fewshot_manifest
+from harness.runs.head_file import head_identity, serialize_head
 from harness.runs.records import BackboneInfo, DatasetInfo, Failure, Record
 from harness.runs.samples import samples_file
 
 if TYPE_CHECKING:
-    from harness.heads.load import LoadedProbe  # never imported by a stage: it reaches the API
+    from harness.runs.saved_head import SavedHead
 
 
 class MissingFeatureError(RuntimeError):
@@ -119,7 +119,7 @@ def job_from_params(params: Params, grid: str, task: str, backbone: str) -> Prob
 
 class ProbeOutcome(tuple):
     """`(record, samples_text)`, as `run_probe` has always returned (samples_text None when the run failed), and
-    `.head_bytes`: the trained head's file (`harness.heads.file`), None when it failed or trained nothing."""
+    `.head_bytes`: the trained head's file (`harness.runs.head_file`), None when it failed or trained nothing."""
 
     head_bytes: bytes | None
 
@@ -134,7 +134,7 @@ class ProbeOutcome(tuple):
 
 
 def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None,
-              saved_head: LoadedProbe | None = None) -> ProbeOutcome:
+              saved_head: SavedHead | None = None) -> ProbeOutcome:
     """One run: its record, samples file and trained head. With `saved_head` (`harness.heads.load`), that head is
     checked against the features and scored instead of training one; the record's protocol_params.head names
     the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""

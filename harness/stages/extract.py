@@ -24,8 +24,8 @@ log = logging.getLogger("visbench")
 
 def feature_requests(params: Params, reads: list[str]) -> list:
     """What the reading tasks need from the features: (mode, pooling, layers, fit) each, deduplicated."""
-    from harness.pipeline.feature_reads import FeatureRead
     from harness.runs.extract import FeatureRequest
+    from harness.runs.feature_reads import FeatureRead
 
     requests = set()
     for read in map(FeatureRead.parse, reads):

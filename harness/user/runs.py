@@ -77,7 +77,7 @@ def run_user_data(tasks: list[str], backbones: list[str], data: str, *, limit: i
 
 
 def _save_spec(dataset: str, data: str, task: str, limit: int | None, stems: str | None) -> None:
-    from harness.user.data import dataset_spec
+    from harness.runs.own_data import dataset_spec
 
     project = load_params() if PARAMS_FILE.is_file() else None
     _, spec = dataset_spec(data, task, project, limit=limit, stems=stems)

@@ -45,7 +45,7 @@ def slow_bf16_warning(precision: str, executor: str, cpuinfo: Path | None = None
     import torch  # only here: a bare run at fp32 never pays for the import
 
     if torch.cuda.is_available():
-        return None  # extraction runs on the GPU (harness.core.environment)
+        return None  # extraction runs on the GPU (harness.runs.environment)
     return ("settings.precision is bf16, but this CPU has no bf16 instructions (avx512_bf16, amx_bf16 or Arm "
             "bf16): torch emulates them, and extraction runs several times slower than at fp32 (ResNet-18 6×, "
             "EfficientNet-Lite0 11× on an AVX2 CPU), with numbers that differ from fp32's; for speed here set "

@@ -65,7 +65,7 @@ def _probe_spec(run: Run):
 
 def record_upstream_failure(run: Run, upstream: dict, params: Params | None = None) -> None:
     """failures/<probe stage>.jsonl for a run that never started because `upstream` failed."""
-    from harness.core.environment import environment_fingerprint
+    from harness.runs.environment import environment_fingerprint
 
     params = params or load_params()
     spec = _probe_spec(run)

@@ -21,7 +21,7 @@ DATA_KEYS = ["backbone", "build_site", "data", "device", "limit", "stems", "task
 
 def run_user_data_command(args: list[str]) -> int:
     """`task=T[,T] [backbone=B[,B]] data=PATH [limit=N] [stems=DIR] [build_site=false]`, without DVC."""
-    from harness.user.data import dataset_spec
+    from harness.runs.own_data import dataset_spec
     from harness.user.runs import run_user_data
 
     overrides = parse_overrides(args, DATA_KEYS, ("build_site",))
@@ -66,7 +66,7 @@ def _backbones(value: str | None) -> list[str]:
     from harness.core.config import canonical_backbone
 
     if value is None:  # as a plain run: the default grid's backbones
-        from harness.cli.main import DEFAULT_GRID
+        from harness.pipeline.plan import DEFAULT_GRID
 
         if not PARAMS_FILE.is_file() or DEFAULT_GRID not in load_params().grids:
             raise ConfigError("data= needs backbone=NAME (no default grid to take backbones from)")

@@ -1,0 +1,57 @@
+"""The package layering of `harness/`, enforced on the static import graph (every import statement, at module
+level or inside a function, read by `harness.pipeline.codedeps`, which tests/test_code_closure.py checks
+against what stages really load).
+
+A package may import only packages below it; packages on one layer import nothing of each other. No module
+imports one that imports it back, directly or through others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+
+from harness.pipeline.codedeps import direct_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+# top to bottom; a tuple is one layer of independent packages
+LAYERS: list[tuple[str, ...]] = [
+    ("cli",), ("user",), ("executors",), ("heads",), ("api",), ("stages",), ("pipeline",), ("leaderboard",),
+    ("runs",), ("probes",), ("datasets", "backbones"), ("core",),
+]
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+
+def _package(path: str) -> str | None:
+    parts = Path(path).parts
+    if len(parts) == 2:  # harness/api.py, harness/__init__.py
+        return None if parts[1] == "__init__.py" else Path(parts[1]).stem
+    return parts[1]
+
+
+def _edges() -> list[tuple[str, str]]:
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "harness").rglob("*.py"))
+    return [(f, g) for f in files for g in direct_imports(f, ROOT) if g != f and not g.endswith("/__init__.py")]
+
+
+def test_every_package_has_a_layer():
+    packages = {_package(p.relative_to(ROOT).as_posix()) for p in (ROOT / "harness").rglob("*.py")} - {None}
+    assert packages == set(RANK), f"packages without a layer: {sorted(packages - set(RANK))}"
+
+
+def test_packages_import_only_the_layers_below_them():
+    wrong = []
+    for source, target in _edges():
+        a, b = _package(source), _package(target)
+        if a is None or b is None or a == b:
+            continue
+        if RANK[b] <= RANK[a]:
+            wrong.append(f"{source} -> {target} ({a} may not import {b})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_itself_back():
+    graph = nx.DiGraph(_edges())
+    cycles = sorted(nx.simple_cycles(graph), key=len)
+    assert not cycles, f"{len(cycles)} import cycles, e.g. {' -> '.join(cycles[0] + cycles[0][:1])}"
