@@ -116,7 +116,9 @@ def run_grid(overrides: dict) -> int:
     if overrides.get("dry_run", False):
         # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,
         # works on a fresh clone whose upstream outputs do not exist yet.
-        return _dvc("status", *targets)
+        from harness.pipeline.dvc_runner import grouped
+
+        return _dvc("status", *grouped(targets))
     # Locally, one DVC call runs everything: the selected runs' stages in dependency order, then collect and
     # site (--single-item: collect must not pull in the runs this invocation did not select).
     code, collected = run_stages(executor, runs, targets, devices)

@@ -42,7 +42,7 @@ def repro_with_progress(targets: list[str]) -> int:
     Ctrl-C (or SIGTERM) stops DVC and the stage it runs, then raises KeyboardInterrupt. DVC alone would not stop:
     it ignores an interrupt while a stage runs and, with --keep-going, starts the next stage once that one died
     of it. So DVC runs in its own process group, which the interrupt is handed to as a whole."""
-    args = ["repro", "--single-item", "--keep-going", *_grouped(targets)]
+    args = ["repro", "--single-item", "--keep-going", *grouped(targets)]
     log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
     started = time.monotonic()
     seen: set[str] = set()
@@ -85,7 +85,7 @@ def repro_with_progress(targets: list[str]) -> int:
     return code
 
 
-def _grouped(targets: list[str]) -> list[str]:
+def grouped(targets: list[str]) -> list[str]:
     """The targets as DVC is best told them: whole foreach groups by their names (generate.group_targets)."""
     from harness.pipeline.generate import DVC_FILE, group_targets, load_document
 
