@@ -245,6 +245,10 @@ def _git(*args: str) -> str | None:
         return None
 
 
+def _unit(unit: str | None, work: float | None) -> str:
+    return unit or ("s" if work is None else "items/s")
+
+
 @dataclass
 class _Series:
     unit: str
@@ -285,7 +289,7 @@ class Bench:
     def add_time(self, name: str, timed: ProcessTime, work: float | None = None, unit: str | None = None,
                  details: Mapping[str, Scalar] | None = None) -> ProcessTime:
         """One sample of a timing measured elsewhere (wall, CPU); with `work`, stored as work ÷ wall in `unit`."""
-        series = self._series_for(name, unit or ("s" if work is None else "items/s"), work, details, timed=True)
+        series = self._series_for(name, _unit(unit, work), work, details, timed=True)
         series.samples.append(timed.wall if work is None else work / timed.wall)
         series.cpu.append(timed.cpu)
         series.rss = max(series.rss, timed.max_rss_mb)
@@ -313,6 +317,8 @@ class Bench:
         for _ in range(warmup):
             for fn in candidates.values():
                 fn()
+        for name in candidates:  # the rows in the candidates' order, whichever way the first round runs
+            self._series_for(name, _unit(unit, work), work, (details or {}).get(name), timed=True)
         returned: dict[str, list[Any]] = {name: [] for name in candidates}
         for name in self.rounds(list(candidates), repeats):
             returned[name].append(self.sample(name, candidates[name], work, unit, (details or {}).get(name)))

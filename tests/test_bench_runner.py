@@ -33,9 +33,11 @@ def test_candidates_interleave_forward_then_backward_and_each_call_is_a_sample(t
     bench.interleave({name: (lambda name=name: calls.append(name)) for name in "abc"}, repeats=3, warmup=1,
                      work=10, unit="items/s")
     assert calls == list("abc" "abc" "cba" "abc")  # the warm-up, then three rounds
+    bench.interleave({name: (lambda: None) for name in "xy"}, repeats=1)  # its first round runs backward ...
+    assert [m.name for m in bench.results().measurements][-2:] == ["x", "y"]  # ... its rows keep their order
     bench.ratio("b ÷ a", "b", "a")
     results = bench.results()
-    assert [m.name for m in results.measurements] == ["a", "b", "c"]
+    assert [m.name for m in results.measurements] == ["a", "b", "c", "x", "y"]
     a = results.measurements[0]
     assert len(a.samples) == len(a.cpu_samples) == 3 and a.unit == "items/s" and a.work == 10
     assert a.min <= a.median <= a.max
