@@ -6,12 +6,14 @@ scaled to [0, 1] by its 99th percentile and edge-NMS'd, as `edge_bsds` does to a
 purpose: most pixels of the upsampled map survive thresholds near 0, the matcher's hardest case. With
 `--predictions DIR`, DIR/<id>.npy maps (native size, [0, 1], before NMS) are used instead.
 
-Prints the scoring time per image (`boundary_counts`, `--thresholds` thresholds, every annotator) and the
-total; with `--compare K`, also every K-th threshold's counts against pyEdgeEval's `correspond_pixels`
-(BSDS's match.cc with its CSA solver) in an `evaluation_bdry_image.m` loop: per threshold, the largest
-difference in cntR and in cntP over the images, in pixels and in % of the reference, and how many
-(image, threshold) cells differ at all. The reference takes minutes on maps of many thousand pixels,
-so `--min-threshold` skips the lowest thresholds there. Usage (from the repository root):
+Records the scoring time of each image (`boundary_counts`, `--thresholds` thresholds, every annotator; one
+sample per image, benchmarks/runner.py) and the ODS / OIS / AP it gives. With `--compare K`, also every K-th
+threshold (from `--min-threshold` up: the reference takes minutes on maps of many thousand pixels) scored both
+by `boundary_counts` and by pyEdgeEval's `correspond_pixels` (BSDS's match.cc with its CSA solver) in an
+`evaluation_bdry_image.m` loop, the two interleaved per image: their times (the ratio is the same work) and, per
+threshold, the largest difference in cntR and in cntP over the images, in pixels and in % of the reference, and
+how many (image, threshold) cells differ at all. Writes benchmarks/results/bsds_scoring-<machine>.json. Usage
+(from the repository root):
 
     .venv/bin/python benchmarks/bsds_scoring.py [--images 200] [--thresholds 99] [--compare 10]
 """
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from runner import Bench, add_results_argument
 from scipy.ndimage import gaussian_filter, sobel
 from skimage.morphology import thin as skimage_thin
 
@@ -72,12 +74,21 @@ def main() -> None:
     parser.add_argument("--predictions", type=Path, default=None)
     parser.add_argument("--compare", type=int, default=0, help="check every K-th threshold against pyEdgeEval")
     parser.add_argument("--min-threshold", type=float, default=0.1)
+    add_results_argument(parser)
     args = parser.parse_args()
     thresholds = bsds_thresholds(args.thresholds)
     images = sorted((args.root / "images" / "test").glob("*.jpg"))[: args.images]
     if not images:
         raise SystemExit(f"no test images under {args.root}")
-    counts, seconds, differences = [], [], []
+    bench = Bench("bsds_scoring")
+    source = "--predictions maps" if args.predictions is not None else f"gradient maps at {args.grid}²"
+    bench.note(f"{len(images)} BSDS500 test images, {source}, {len(thresholds)} thresholds, every annotator")
+    scoring = f"boundary_counts, {len(thresholds)} thresholds"
+    compared = [k for k in range(0, len(thresholds), args.compare or len(thresholds))
+                if args.compare and thresholds[k] >= args.min_threshold]
+    subset = np.asarray([thresholds[k] for k in compared])
+    ours, theirs = f"boundary_counts, {len(compared)} thresholds", f"pyEdgeEval, {len(compared)} thresholds"
+    counts, differences = [], []
     for image in images:
         _, gts = read_bsds_ground_truth(args.root / "groundTruth" / "test" / f"{image.stem}.mat")
         if args.predictions is not None:
@@ -85,29 +96,36 @@ def main() -> None:
         else:
             soft = gradient_prediction(image, args.grid)
         pred = edge_nms(soft)
-        start = time.process_time()
-        counts.append(boundary_counts(pred, gts, thresholds))
-        seconds.append(time.process_time() - start)
-        if args.compare:
-            for k in range(0, len(thresholds), args.compare):
-                if thresholds[k] < args.min_threshold:
-                    continue
-                cnt_r, cnt_p = reference_counts(pred, gts, thresholds[k])
+        counts.append(bench.sample(scoring, lambda pred=pred, gts=gts: boundary_counts(pred, gts, thresholds),
+                                   details={"per": "image", "thresholds": len(thresholds)}))
+        if compared:
+            # the same thresholds both ways, timed; the counts compared are the full run's above
+            reference = bench.interleave({
+                ours: lambda pred=pred, gts=gts: boundary_counts(pred, gts, subset),
+                theirs: lambda pred=pred, gts=gts: [reference_counts(pred, gts, t) for t in subset]}, 1,
+                details={name: {"per": "image", "from_threshold": args.min_threshold} for name in (ours, theirs)},
+            )[theirs][0]
+            for (cnt_r, cnt_p), k in zip(reference, compared, strict=True):
                 differences.append((k, counts[-1][k, 0] - cnt_r, cnt_r, counts[-1][k, 2] - cnt_p, cnt_p))
     metrics, _ = summarise(thresholds, np.stack(counts))
-    print(f"{len(images)} images, {len(thresholds)} thresholds: {sum(seconds):.1f} s CPU scoring "
-          f"({np.mean(seconds):.2f} s/image, max {max(seconds):.2f} s); ODS {metrics['ods_f']:.4f} "
+    for key, label in (("ods_f", "ODS F"), ("ois_f", "OIS F"), ("ap", "AP")):
+        bench.record(label, "score", [metrics[key]], {"images": len(images)})
+    print(f"{len(images)} images: {bench.median(scoring):.2f} s/image scoring; ODS {metrics['ods_f']:.4f} "
           f"OIS {metrics['ois_f']:.4f} AP {metrics['ap']:.4f}")
     if differences:
+        bench.ratio("pyEdgeEval ÷ boundary_counts (s/image, same thresholds)", theirs, ours)
         table = np.array(differences, dtype=np.float64)
-        print("threshold  cells  cntR≠  max|ΔcntR| (% ref)  cntP≠  max|ΔcntP| (% ref)  ΣΔcntP / ΣcntP")
         for k in np.unique(table[:, 0]).astype(int):
             rows = table[table[:, 0] == k]
             dr, r, dp, p = rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4]
-            print(f"{thresholds[k]:9.2f}  {len(rows):5d}  {np.count_nonzero(dr):5d}  {np.abs(dr).max():6.0f} "
-                  f"({100 * np.max(np.abs(dr) / np.maximum(r, 1)):5.2f} %)  {np.count_nonzero(dp):5d}  "
-                  f"{np.abs(dp).max():6.0f} ({100 * np.max(np.abs(dp) / np.maximum(p, 1)):5.2f} %)  "
-                  f"{100 * dp.sum() / max(p.sum(), 1):+.3f} %")
+            cells = {"threshold": float(thresholds[k]), "cells": len(rows)}
+            r_pct, p_pct = 100 * np.abs(dr) / np.maximum(r, 1), 100 * np.abs(dp) / np.maximum(p, 1)
+            bench.record(f"max |ΔcntR| at t = {thresholds[k]:.2f}", "px", [np.abs(dr).max()],
+                         {**cells, "differ": np.count_nonzero(dr), "max_pct_of_ref": float(r_pct.max())})
+            bench.record(f"max |ΔcntP| at t = {thresholds[k]:.2f}", "px", [np.abs(dp).max()],
+                         {**cells, "differ": np.count_nonzero(dp), "max_pct_of_ref": float(p_pct.max()),
+                          "sum_pct_of_ref": float(100 * dp.sum() / max(p.sum(), 1))})
+    bench.write(args.results)
 
 
 if __name__ == "__main__":

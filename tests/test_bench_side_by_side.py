@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "side_by_side", Path(__file__).resolve().parents[1] / "benchmarks" / "side_by_side.py")
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # as when a benchmark runs: its imports (the runner) are beside it
+_SPEC = importlib.util.spec_from_file_location("side_by_side", BENCHMARKS / "side_by_side.py")
 side_by_side = sys.modules.setdefault("side_by_side", importlib.util.module_from_spec(_SPEC))
 _SPEC.loader.exec_module(side_by_side)
 

