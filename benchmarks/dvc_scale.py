@@ -23,7 +23,8 @@ whole process timed from outside (wall clock, and CPU from the kernel's rusage),
 every stage as the CLI names them (a whole foreach group by its name, harness.pipeline.generate.group_targets);
 (d) the same for the last grid alone; (e) `dvc commit --force` of one probe stage, DVC's bookkeeping after a
 stage has run (hash its outputs, rewrite its entry in dvc.lock); (f) the CLI's planning path
-`python -m harness.cli.main grid=… dry_run=true`. Summary: build/bench-dvc-scale/<label>.json.
+`python -m harness.cli.main grid=… dry_run=true`. Results: benchmarks/results/dvc_scale_<label>-<machine>.json
+(benchmarks/runner.py); a summary with the load: build/bench-dvc-scale/<label>.json.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from side_by_side import ProcessTime, run_timed
+from runner import Bench, ProcessTime, run_timed
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "build" / "bench-dvc-scale"
@@ -318,6 +319,7 @@ def main() -> None:
            "PATH": f"{PYTHON.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)  # the project's `harness` link, never another checkout's
     load_before = uptime()
+    bench = Bench(f"dvc_scale_{label}".replace("-", "_"), argv=sys.argv)
     print(f"load before: {load_before}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="dvc-scale-"))
     project, logs = work / "project", work / "logs"
@@ -374,6 +376,15 @@ def main() -> None:
             "stages": len(stages), "dvc_lock_bytes": lock.stat().st_size, "outs_placed": outs, "reps": args.reps,
             "setup_s": setup_s, "load_before": load_before, "load_after": load_after, "results": results,
         }
+        for name, spec in plan.items():
+            for sample in samples[name]:
+                bench.add_time(name, sample)
+            bench.describe(name, stages=spec["stages"])
+        if "cli's dvc repro (no-op)" in plan and "dvc repro (no-op)" in plan:
+            bench.ratio("the CLI's grouped targets ÷ one graph no-op", "cli's dvc repro (no-op)", "dvc repro (no-op)")
+        bench.note(f"{len(backbones)} backbones × {len(rows)} tasks: {len(stages)} stages; dvc.lock "
+                   f"{lock.stat().st_size} bytes; harness tree {args.harness}")
+        bench.write()
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / f"{label}.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"summary: {OUT / (label + '.json')}" + (f"; scratch project kept: {work}" if args.keep else ""))
