@@ -95,7 +95,10 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
 
 def repro_code_stage(clone: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=clone,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+                          capture_output=True, text=True, timeout=300,
+                          # the stage's `python` is the venv's, as the CLI runs stages
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1",
+                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -278,7 +278,10 @@ def unedited(clone) -> set[str]:
 
 def _repro_code_stage(workspace: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=workspace,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+                          capture_output=True, text=True, timeout=300,
+                          # the stage's `python` is the venv's, as the CLI runs stages
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1",
+                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -367,3 +370,27 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
             told.clear()
             stage_calls.extract(grid, backbone, dataset, params)
             assert ",".join(told[backbone]) == item["reads"], f"{name}@{backbone}"
+
+
+def test_dvc_is_told_whole_groups_and_grids_as_one_target_each():
+    """DVC loads dvc.yaml and dvc.lock once per target named: whole foreach groups go by their names and whole
+    grids as one `--glob` pattern; a partial selection stays by stage name, in the order given."""
+    from fnmatch import fnmatch
+
+    from harness.pipeline.generate import glob_targets, group_targets, stage_names
+
+    document = {"stages": {
+        "codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"},
+        "extract-g-d": {"foreach": {"x": {}, "y": {}}, "do": {"cmd": "e"}},
+        "g-t": {"foreach": ["x", "y"], "do": {"cmd": "t"}}, "g-u": {"foreach": ["x", "y"], "do": {"cmd": "u"}},
+        "g_more-t": {"foreach": ["x"], "do": {"cmd": "m"}}, "collect": {"cmd": "k"}}}
+    every = ["codedeps", "prepare-d", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x", "g-u@y"]
+    assert group_targets(every, document) == ["codedeps", "prepare-d", "extract-g-d", "g-t", "g-u"]
+    assert glob_targets(every, document) == ["codedeps", "prepare-*", "extract-g-*", "g-*"]
+    partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-u@x"]
+    assert glob_targets(partial, document) == ["codedeps", "prepare-*", "extract-g-d@x", "g-t@x", "g-u@x"]
+    # a pattern is used only where every stage it matches was asked for, so it selects exactly the same stages
+    for names in (every, partial, every[:6]):
+        chosen = {n for n in stage_names(document) if any(fnmatch(n, t) or n.startswith(f"{t}@")
+                                                          for t in glob_targets(names, document))}
+        assert chosen == set(names)

@@ -3,7 +3,7 @@
 `docker run --rm visbench-harness …` without `-v` mounts writes its records, corpus and pages into the
 container's writable layer, and they are gone when the container is removed. The run itself cannot tell that it
 is being thrown away, so the CLI says so before any work starts and names the mounts that keep the outputs
-(README, "Run in Docker"). Outside a container, or when the folder (or a folder above it, such as the whole
+(docs/docker.md). Outside a container, or when the folder (or a folder above it, such as the whole
 checkout mounted at the project root) is a mount point, nothing is reported.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 CONTAINER_MARKERS = (Path("/.dockerenv"), Path("/run/.containerenv"))
 MOUNTINFO = Path("/proc/self/mountinfo")
 CONTAINER_LAYERS = ("overlay", "fuse.fuse-overlayfs", "aufs")  # root filesystems that are an image's layers
-APP_DIR = "/workspace/visbench-harness"  # the image's WORKDIR (Dockerfile): where the README's mounts point
+APP_DIR = "/workspace/visbench-harness"  # the image's WORKDIR (Dockerfile): where docs/docker.md's mounts point
 
 
 def in_container(markers: Iterable[Path] = CONTAINER_MARKERS) -> bool:
@@ -75,4 +75,4 @@ def unmounted_outputs_warning(folders: list[str], dry_run: bool) -> str | None:
     verb = "would stay" if dry_run else "stays"
     return (f"inside a container, {', '.join(f'{f}/' for f in lost)} {'is' if len(lost) == 1 else 'are'} not "
             f"mounted from the host: what this run writes there {verb} in the container and is gone with it; "
-            f"to keep it, mkdir those folders and add {options} (README, Run in Docker)")
+            f"to keep it, mkdir those folders and add {options} (docs/docker.md)")

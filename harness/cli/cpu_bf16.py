@@ -1,11 +1,10 @@
 """Whether `settings.precision: bf16` will be fast here: a CPU without bfloat16 instructions emulates it.
 
-bf16 is offered as the fast path (README, Performance), and on a CPU with AVX-512 BF16 or AMX it is: ResNet-18
-extracts ~1.5× faster than at fp32. On a CPU without them torch converts every element in software, and the
-same extraction is far slower than at fp32 (benchmarks/vs_visbench.py, 600 CIFAR images, 2 threads, on an
-AVX2-only AMD EPYC: ResNet-18 192 s against 30 s, EfficientNet-Lite0 226 s against 21 s; a 512² matmul 1.2
-against 111 GFLOP/s at 2048²). The numbers are still right, so this is a warning before any work, not a
-refusal: bf16 records are worth making to compare with other bf16 records.
+bf16 is offered as the fast path, and on a CPU with AVX-512 BF16 or AMX it is one. On a CPU without them torch
+converts every element in software, and the same extraction is far slower than at fp32
+(benchmarks/vs_visbench.py and benchmarks/cpu_precision.py measure both; their results per machine are in
+docs/performance.md). The numbers are still right, so this is a warning before any work, not a refusal: bf16
+records are worth making to compare with other bf16 records.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def repro_with_progress(targets: list[str]) -> int:
     Ctrl-C (or SIGTERM) stops DVC and the stage it runs, then raises KeyboardInterrupt. DVC alone would not stop:
     it ignores an interrupt while a stage runs and, with --keep-going, starts the next stage once that one died
     of it. So DVC runs in its own process group, which the interrupt is handed to as a whole."""
-    args = ["repro", "--single-item", "--keep-going", *grouped(targets)]
+    args = ["repro", "--single-item", "--keep-going", "--glob", *grouped(targets, patterns=True)]
     log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
     started = time.monotonic()
     seen: set[str] = set()
@@ -85,12 +85,15 @@ def repro_with_progress(targets: list[str]) -> int:
     return code
 
 
-def grouped(targets: list[str]) -> list[str]:
-    """The targets as DVC is best told them: whole foreach groups by their names (generate.group_targets)."""
-    from harness.pipeline.generate import DVC_FILE, group_targets, load_document
+def grouped(targets: list[str], patterns: bool = False) -> list[str]:
+    """The targets as DVC is best told them: whole foreach groups by their names (generate.group_targets) and,
+    for `dvc repro --glob`, whole grids as patterns (generate.glob_targets)."""
+    from harness.pipeline.generate import DVC_FILE, glob_targets, group_targets, load_document
 
     document = load_document(DVC_FILE)
-    return group_targets(targets, document) if document is not None else targets
+    if document is None:
+        return targets
+    return glob_targets(targets, document) if patterns else group_targets(targets, document)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -145,7 +145,8 @@ def _codedeps_stage(params: Params) -> dict[str, Any]:
     return {
         "cmd": "python -m harness.pipeline.fingerprints",
         "deps": ["harness", *params.plugins],
-        "outs": [{file: {"cache": False}} for file in fingerprints.roles(params)],
+        # persist: a failed run of it (no torch on PATH's python, say) must not leave every stage without its file
+        "outs": [{file: {"cache": False, "persist": True}} for file in fingerprints.roles(params)],
     }
 
 
@@ -240,6 +241,30 @@ def group_targets(names: list[str], document: dict[str, Any]) -> list[str]:
                 if sum(1 for name, g in members.items() if g == group and name in wanted) == size}
     targets = [members[name] if members.get(name) in complete else name for name in names]
     return list(dict.fromkeys(targets))
+
+
+def glob_targets(names: list[str], document: dict[str, Any]) -> list[str]:
+    """`group_targets(names)`, then every grid whose probe stages (`GRID-*`) or extract stages (`extract-GRID-*`)
+    are all in `names`, and the prepare stages (`prepare-*`) if all are, as one shell-style pattern each, for
+    `dvc repro --glob`: a pattern is one target, so DVC loads dvc.yaml and dvc.lock once for it. Stage names
+    hold no glob characters (`[a-z0-9_-]`, `@`, `.`), so a group's name matches only itself."""
+    from fnmatch import fnmatch
+
+    every = stage_names(document)
+    wanted = set(names)
+    targets = group_targets(names, document)
+    grids = sorted({name.split("-", 1)[0] for name in every
+                    if "@" in name and not name.startswith(("extract-", "prepare-"))})
+    patterns = ["prepare-*", *(f"extract-{grid}-*" for grid in grids), *(f"{grid}-*" for grid in grids)]
+    for pattern in patterns:
+        members = {name for name in every if fnmatch(name, pattern)}
+        if not members or not members <= wanted:  # only a pattern every stage it matches is wanted by
+            continue
+        # a target it covers: a stage or a group name (`scenes-depth` matches `scenes-*` as its members do)
+        covered = [i for i, target in enumerate(targets) if fnmatch(target, pattern)]
+        first = covered[0]
+        targets = [*targets[:first], pattern, *(t for i, t in enumerate(targets) if i > first and i not in covered)]
+    return targets
 
 
 def stage_commands(document: dict[str, Any]) -> dict[str, str]:
