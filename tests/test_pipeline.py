@@ -71,8 +71,8 @@ def test_a_passing_pipeline_check_spares_the_next_run_its_check(tmp_path, monkey
     check = [sys.executable, "-m", "harness.cli.main", "pipeline", "check"]
     assert subprocess.run(check, cwd=clone, capture_output=True, timeout=300).returncode == 0
     monkeypatch.chdir(clone)
-    run_check = [sys.executable, "-c", "import sys; from harness.core.config import load_params; from harness import "
-                 "pipeline; print(pipeline.ensure_fresh(load_params()), 'torch' in sys.modules)"]
+    run_check = [sys.executable, "-c", "import sys; from harness.core.config import load_params; from harness.pipeline "
+                 "import generate; print(generate.ensure_fresh(load_params()), 'torch' in sys.modules)"]
     assert subprocess.run(run_check, cwd=clone, capture_output=True, text=True, timeout=300).stdout.split() == \
         ["False", "False"]
     pipeline.STAMP.unlink()

@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.core import paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import Params, load_params
+from harness.core.registry import load_plugins
 from harness.pipeline import topology
 from harness.pipeline.codedeps import code_closure
 
@@ -103,7 +104,9 @@ def write(params: Params) -> list[str]:
 
 
 def main() -> int:
-    changed = write(load_params())
+    params = load_params()
+    load_plugins(params.plugins)  # their backbones, datasets and probes name roles too
+    changed = write(params)
     print(f"code fingerprints: {len(changed)} rewritten" + (f" ({', '.join(changed)})" if changed else ""))
     return 0
 
