@@ -30,9 +30,20 @@ def dvc_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "dvc", *args]
 
 
+def dvc_env() -> dict[str, str]:
+    """The environment DVC runs in: .dvc/config's `site_cache_dir = .dvc/site_cache` is relative to the working
+    directory, and DVC's temporary experiment workspaces (`dvc exp run --temp`, how probe overrides run) change
+    directory and then fail with "unable to open database file"; DVC's own DVC_SITE_CACHE_DIR names the same
+    folder as an absolute path, which works everywhere."""
+    env = dict(os.environ)
+    if not env.get("DVC_SITE_CACHE_DIR") and os.path.isdir(".dvc"):
+        env["DVC_SITE_CACHE_DIR"] = os.path.abspath(os.path.join(".dvc", "site_cache"))
+    return env
+
+
 def run_dvc(args: list[str]) -> int:
     log.info("$ dvc %s", " ".join(args))
-    return subprocess.run(dvc_command(args), check=False).returncode
+    return subprocess.run(dvc_command(args), check=False, env=dvc_env()).returncode
 
 
 def repro_with_progress(targets: list[str]) -> int:
@@ -53,7 +64,7 @@ def repro_with_progress(targets: list[str]) -> int:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              bufsize=1, start_new_session=True) as process:
+                              bufsize=1, start_new_session=True, env=dvc_env()) as process:
             assert process.stdout is not None
             try:
                 for line in process.stdout:
