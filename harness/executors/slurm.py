@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from harness.core.config import ConfigError
-from harness.core.paths import failure_path
+from harness.core.paths import CODE_STAGE, failure_path
 from harness.executors import sbatch
 from harness.executors.checkout import Snapshot, job_script, outside_links, take_snapshot
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
@@ -63,6 +63,11 @@ def run_on_slurm(runs: list[Run]) -> int:
     if _dvc_output(["remote", "default"]) is None:
         raise ConfigError("executor=slurm needs a default DVC remote that the coordinator and the nodes both reach: "
                           "`dvc remote add -d NAME /shared/path` (or s3://…); see docs/cluster.md")
+    # the code fingerprints are this checkout's own (the CLI has just written them): lock them here, so neither the
+    # jobs nor the restore below, which computes nothing on the coordinator, find their stage out of date
+    if run_dvc(["repro", "--single-item", "--quiet", CODE_STAGE]):
+        log.error("executor=slurm: the %s stage failed here (output above); nothing was submitted", CODE_STAGE)
+        return 1
     stages = list(dict.fromkeys(s for r in runs for s in (r.prepare_stage, r.extract_stage, r.stage)))
     stale = stale_stages(stages)
     if stale is None:
