@@ -11,6 +11,8 @@ import atexit
 import fcntl
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,3 +160,14 @@ def image_project(tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     (work / "params.yaml").write_text(yaml.safe_dump(image_project_params(images, ["cifar_resnet20.random"])))
     return work, images
+
+
+def repro_code_stage(workspace: Path) -> None:
+    """Plain `dvc repro` of the codedeps stage in a clone: the fingerprints rewritten after an edit, as a plain
+    `dvc repro` of anything does first."""
+    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=workspace,
+                          capture_output=True, text=True, timeout=300,
+                          # the stage's `python` is the venv's, as the CLI runs stages
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1",
+                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr

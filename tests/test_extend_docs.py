@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_image_folder
+from conftest import repro_code_stage, write_image_folder
 
 from harness.executors.experiments import experiment_name, experiment_ref
 
@@ -91,15 +91,6 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     finally:  # the clone is shared by the module's tests: the override test expects its features current
         plugin.write_text(original)
         repro_code_stage(clone)
-
-
-def repro_code_stage(clone: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=clone,
-                          capture_output=True, text=True, timeout=300,
-                          # the stage's `python` is the venv's, as the CLI runs stages
-                          env={**os.environ, "DVC_NO_ANALYTICS": "1",
-                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def changed_deps(clone: Path) -> set[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import repro_code_stage
 
 from harness.core import paths
 from harness.core.config import canonical_backbone, load_params
@@ -276,15 +277,6 @@ def unedited(clone) -> set[str]:
     return _flagged(clone)
 
 
-def _repro_code_stage(workspace: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "codedeps"], cwd=workspace,
-                          capture_output=True, text=True, timeout=300,
-                          # the stage's `python` is the venv's, as the CLI runs stages
-                          env={**os.environ, "DVC_NO_ANALYTICS": "1",
-                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def _flagged(workspace: Path) -> set[str]:
     return {stage for stage, entries in dvc_status(workspace).items() if _real_changes(entries)}
 
@@ -311,13 +303,13 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
         code_file = clone / edit[1]
         original = code_file.read_text()
         code_file.write_text(original + "\n# an edit\n")
-        _repro_code_stage(clone)
+        repro_code_stage(clone)
     try:
         flagged = _flagged(clone) - before
     finally:
         (clone / "params.yaml" if edit[0] == "params" else clone / edit[1]).write_text(original)
         if edit[0] == "code":
-            _repro_code_stage(clone)
+            repro_code_stage(clone)
     expected = {stage for stage in lock if reads(stage)}
     print(f"edit of {what}: dvc status flags {len(flagged)} stages")  # the counts the pipeline issue reports
     assert expected, f"no locked stage reads {what}"
