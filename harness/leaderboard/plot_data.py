@@ -59,7 +59,7 @@ def curve_data_path(curve: dict[str, Any]) -> str:
     return f"{DATA_DIR}/curves/{page_stem(curve['task'])}-{curve['curve_key']}.csv"
 
 
-def _csv(header: list[str], rows: list[list[Any]]) -> str:
+def csv_text(header: list[str], rows: list[list[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -73,7 +73,7 @@ def board_distributions(con: duckdb.DuckDBPyConnection, codes: dict[str, str]) -
     by_board: dict[str, list[list[Any]]] = {}
     for row in fetch(con, _DISTRIBUTIONS_SQL):
         by_board.setdefault(row["comparability_key"], []).append([row["series"], row["quantile"], row["score"]])
-    return {board_distribution_path(codes[key]): _csv(["series", "quantile", "score"], rows)
+    return {board_distribution_path(codes[key]): csv_text(["series", "quantile", "score"], rows)
             for key, rows in by_board.items()}
 
 
@@ -83,7 +83,7 @@ def curve_data(curves: list[dict[str, Any]]) -> dict[str, str]:
     for curve in curves:
         rows = [[line["row_label"] + (" (control)" if line["control"] else ""), p["k_shot"], p["mean"], p["low"],
                  p["high"], p["n"]] for line in curve["lines"] for p in line["points"]]
-        files[curve_data_path(curve)] = _csv(["series", "k", "mean", "low", "high", "n"], rows)
+        files[curve_data_path(curve)] = csv_text(["series", "k", "mean", "low", "high", "n"], rows)
     return files
 
 

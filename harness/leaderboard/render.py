@@ -23,6 +23,7 @@ from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
 from harness.leaderboard.plots import agreement_svg
 from harness.leaderboard.plots_fewshot import curve_svg
+from harness.leaderboard.proxy_validity import CSV_COLUMNS, csv_rows, proxy_fits
 from harness.leaderboard.render_backbones import render_backbone_page
 from harness.leaderboard.render_boards import render_level_page, render_task_page
 from harness.leaderboard.render_compare import render_compare
@@ -30,6 +31,7 @@ from harness.leaderboard.render_downloads import render_changelog, render_downlo
 from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
 from harness.leaderboard.render_provenance import render_run_page, run_fields
+from harness.leaderboard.render_proxy import DATA_PATH, proxy_figures, render_proxy_page
 from harness.runs.records import Record
 
 __all__ = ["GENERATED_DIRS", "GENERATED_FILES", "GENERATED_HEADER", "OWNED_DIRS", "HandWrittenPageError",
@@ -40,7 +42,7 @@ GENERATED_DIRS = ("tasks", "backbones", "levels", "runs", "plots")
 # Folders the site stage owns whole: every file in them is generated (data files have no room for a header),
 # so a stale one is removed and none is ever hand-written.
 OWNED_DIRS = (downloads.DOWNLOADS_DIR, plot_data.DATA_DIR)
-GENERATED_FILES = ("index.md", "agreement.md", "compare.md", "downloads.md", "changelog.md")  # top of docs/
+GENERATED_FILES = ("index.md", "agreement.md", "proxy.md", "compare.md", "downloads.md", "changelog.md")  # top of docs/
 
 Content = str | bytes  # pages and figures are text; Parquet and gzip files are bytes
 
@@ -83,9 +85,14 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     labels = curve_labels(curves)
     frozen = releases.releases(docs_dir)
     files = downloads.download_files(con, records)
+    fits = proxy_fits(analysis.columns, analysis.cells)
+    codes = {key: stats.code for key, stats in analysis.stats.items()}
     pages: dict[str, Content] = {
         "index.md": render_index(levels, tasks, backbones, analysis),
         "agreement.md": render_agreement(analysis),
+        "proxy.md": render_proxy_page(analysis, fits),
+        DATA_PATH: plot_data.csv_text(list(CSV_COLUMNS), csv_rows(
+            fits, codes, {key: stats.label for key, stats in analysis.stats.items()})),
         "compare.md": render_compare(analysis, db_compare.board_pairs(con)),
         "downloads.md": render_downloads_page(files, downloads.table_facts(con), frozen, len(records)),
         "changelog.md": render_changelog(con, frozen),
@@ -93,7 +100,7 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     pages.update({f"{downloads.DOWNLOADS_DIR}/{name}": data for name, data in files.items()})
     if analysis.agreement_columns:
         pages["plots/agreement.svg"] = agreement_svg(analysis)
-    codes = {key: stats.code for key, stats in analysis.stats.items()}
+    pages.update(proxy_figures(analysis, fits))
     pages.update(plot_data.board_distributions(con, codes))
     pages.update(plot_data.curve_data(curves))
     for level in levels:

@@ -7,6 +7,7 @@ from typing import Any
 
 from harness.core.paths import stage_of_run, stage_parts
 from harness.leaderboard.analysis import Analysis, BoardStats
+from harness.leaderboard.chance import chance_rows
 from harness.leaderboard.markdown import (
     MISSING,
     backbone_link,
@@ -76,8 +77,22 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
                      stats.groups.get(row["run_id"], MISSING), value,
                      *(number(row["metrics"].get(n)) for n in others),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
+    chances = chance_rows(board, _sample_ids(board, analysis))
+    for chance in chances:
+        rows.append(["chance", cell(f"chance: {chance.predictor}"), MISSING, number(chance.metrics.get(headline)),
+                     *(number(chance.metrics.get(n)) for n in others), "analytic"])
     lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
+    if chances:
+        lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
+                  "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
+                  "predictor has no exact value.", ""]
     return lines + _adjacent_tests(board, stats) + _identity(board, stats)
+
+
+def _sample_ids(board: dict[str, Any], analysis: Analysis) -> list[str] | None:
+    """The per-sample ids a board's runs share (paired tests hold them equal), or None without samples."""
+    return next((analysis.samples[row["run_id"]].ids for row in board["rows"]
+                 if row["run_id"] in analysis.samples and analysis.samples[row["run_id"]].ids), None)
 
 
 def _identity(board: dict[str, Any], stats: BoardStats) -> list[str]:

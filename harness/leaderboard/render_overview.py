@@ -45,7 +45,11 @@ READING_GUIDE = [
     "[Compare](compare.md) gives the verdict for any two rows directly.",
     "- **Board codes** (B-3031) are the first hex digits of the board's comparability key: a code never "
     "changes when another board is added.",
-    "- **Rank agreement** between boards is on the [agreement page](agreement.md).",
+    "- **Rank agreement** between boards is on the [agreement page](agreement.md); how well one board "
+    "predicts another (R², ρ, mis-rank rate, and among the strongest rows only) on "
+    "[proxy validity](proxy.md).",
+    "- **Chance rows** on a board (never ranked) show what a predictor that never looks at the image scores, "
+    "where the protocol has an exact value for it ([protocols](protocols.md#chance-rows)).",
     "- **Few-shot runs** (k training items, several subset seeds) are on no board and in no rank, mean or "
     "agreement: a backbone has one such run per seed. Task pages draw them as learning curves instead.",
 ]
@@ -66,7 +70,8 @@ def render_index(
         "",
         "How each number is measured: [Protocols](protocols.md). Two backbones side by side, with intervals "
         "and tie verdicts: [Compare](compare.md). Whether boards agree on the order: "
-        "[Rank agreement](agreement.md). The data, in CSV, Parquet and JSON, and how to cite it: "
+        "[Rank agreement](agreement.md); whether one board predicts another: [Proxy validity](proxy.md). "
+        "The data, in CSV, Parquet and JSON, and how to cite it: "
         "[Downloads](downloads.md). How to re-run any row: [Reproduce](reproduce.md).",
         "",
         "## All boards at a glance { #cross-task }",

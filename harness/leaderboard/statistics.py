@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,7 +213,8 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return less + (equal + 1) / 2.0
 
 
-def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def pearson_r(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r along the last axis (NaN where a side is constant)."""
     xc = x - x.mean(axis=-1, keepdims=True)
     yc = y - y.mean(axis=-1, keepdims=True)
     denominator = np.sqrt((xc * xc).sum(axis=-1) * (yc * yc).sum(axis=-1))
@@ -223,7 +224,7 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def spearman_rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's ρ along the last axis (NaN where a side is constant)."""
-    return _pearson(average_ranks(x), average_ranks(y))
+    return pearson_r(average_ranks(x), average_ranks(y))
 
 
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -241,6 +242,24 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     denominator = np.sqrt(untied_x * untied_y)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denominator > 0, score / np.where(denominator > 0, denominator, 1), np.nan)
+
+
+def misrank_rate(proxy: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Along the last axis: the share of pairs that `target` orders (its values differ) which `proxy` orders
+    the other way, a pair `proxy` ties counting one half (a coin would pick either order); NaN where
+    `target` orders no pair. Both oriented so that higher is better."""
+    proxy = np.asarray(proxy, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    n = proxy.shape[-1]
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    sign_p = np.sign(proxy[..., :, None] - proxy[..., None, :])
+    sign_t = np.sign(target[..., :, None] - target[..., None, :])
+    ordered = (sign_t != 0) & upper
+    wrong = np.where(sign_p == 0, 0.5, (sign_p * sign_t < 0).astype(np.float64))
+    counted = ordered.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counted > 0, (wrong * ordered).sum(axis=(-2, -1)) / np.where(counted > 0, counted, 1),
+                        np.nan)
 
 
 def _defined(value: np.ndarray) -> float | None:
@@ -267,14 +286,31 @@ def rank_correlation(
     rho, tau = _defined(spearman_rho(xs, ys)), _defined(kendall_tau_b(xs, ys))
     if n < min_n:
         return Correlation(n, rho, tau, None, None)
+    spearman_ci, kendall_ci = paired_statistic_intervals(
+        xs, ys, [(rho, spearman_rho), (tau, kendall_tau_b)], seed, resamples, confidence)
+    return Correlation(n, rho, tau, spearman_ci, kendall_ci)
+
+
+Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]  # vectorised over leading axes, NaN if undefined
+
+
+def paired_statistic_intervals(
+    x: np.ndarray, y: np.ndarray, statistics: Sequence[tuple[float | None, Statistic]], seed: int,
+    resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
+) -> list[Interval | None]:
+    """A percentile bootstrap interval for each (estimate, statistic) of paired observations `x`, `y` (1-D):
+    the pairs are resampled with replacement, all statistics on the same resamples; resamples where a
+    statistic is undefined (NaN, e.g. a constant side) are left out of its percentiles. None where the
+    estimate is None or no resample is defined."""
+    n = len(x)
     index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    # Both statistics build (resamples, n, n) comparison arrays: evaluate in chunks to bound memory.
+    # The statistics build (resamples, n, n) comparison arrays: evaluate in chunks to bound memory.
     rows = max(1, _CHUNK_VALUES // (n * n))
-    chunks = [(xs[index[i:i + rows]], ys[index[i:i + rows]]) for i in range(0, resamples, rows)]
+    chunks = [(x[index[i:i + rows]], y[index[i:i + rows]]) for i in range(0, resamples, rows)]
     intervals = []
-    for estimate, statistic in ((rho, spearman_rho), (tau, kendall_tau_b)):
+    for estimate, statistic in statistics:
         draws = np.concatenate([statistic(a, b) for a, b in chunks])
         draws = draws[~np.isnan(draws)]
         intervals.append(None if estimate is None or len(draws) == 0
                          else Interval(estimate, *_percentiles(draws, confidence)))
-    return Correlation(n, rho, tau, intervals[0], intervals[1])
+    return intervals

@@ -165,8 +165,8 @@ def _collect_and_site() -> dict[str, Any]:
             "deps": [paths.CORPUS.as_posix(), paths.FAILED_CORPUS.as_posix(), "results",
                      RELEASES_FOLDER.as_posix(), fingerprints.role_file("site")],
             "outs": [{f"docs/{name}": keep} for name in
-                     ("index.md", "agreement.md", "compare.md", "downloads.md", "changelog.md", "tasks", "levels",
-                      "backbones", "runs", "plots", "downloads")],
+                     ("index.md", "agreement.md", "proxy.md", "compare.md", "downloads.md", "changelog.md", "tasks",
+                      "levels", "backbones", "runs", "plots", "downloads")],
         },
     }
 

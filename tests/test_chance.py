@@ -1,0 +1,103 @@
+"""Chance rows: each analytic value against an independent computation (sklearn's metrics over simulated
+image-blind predictors, or exhaustive enumeration), and their place on the committed boards."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, f1_score
+
+from harness.core import paths
+from harness.leaderboard import rendered_pages
+from harness.leaderboard.chance import chance_rows, expected_average_precision, expected_recall_at
+from harness.runs.records import read_records
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def classification_board(metrics=("top1", "top5", "macro_f1", "train_top1")) -> dict:
+    return {"protocol": "linear-probe-adamw/v3", "headline_metric": "top1", "protocol_params": "{}",
+            "metrics": [{"metric": m} for m in metrics]}
+
+
+def ids_for(counts: dict[str, int]) -> list[str]:
+    return [f"val/{label}/{i:04d}.png" for label, n in counts.items() for i in range(n)]
+
+
+@pytest.mark.parametrize("gallery,relevant", [(2, 1), (5, 2), (6, 3), (7, 1)])
+def test_expected_average_precision_enumerates_every_ranking(gallery, relevant):
+    relevance = np.array([1] * relevant + [0] * (gallery - relevant))
+    scores = np.arange(gallery, 0, -1, dtype=float)  # rank 1 first
+    aps = [average_precision_score(relevance[list(order)], scores)
+           for order in itertools.permutations(range(gallery))]
+    assert expected_average_precision(gallery, relevant) == pytest.approx(np.mean(aps))
+
+
+@pytest.mark.parametrize("gallery,relevant,k", [(6, 2, 1), (6, 2, 3), (7, 3, 2), (5, 1, 5)])
+def test_expected_recall_enumerates_every_ranking(gallery, relevant, k):
+    hits = [any(i < relevant for i in order[:k]) for order in itertools.permutations(range(gallery))]
+    assert expected_recall_at(gallery, relevant, k) == pytest.approx(np.mean(hits))
+
+
+def test_uniform_guess_on_a_balanced_split():
+    (row,) = chance_rows(classification_board(), ids_for({c: 15 for c in "abcdefghij"}))
+    assert row.predictor == "uniform guess"
+    assert row.metrics == pytest.approx({"top1": 0.1, "top5": 0.5, "macro_f1": 0.1})
+
+
+def test_imbalanced_split_gets_a_majority_row_matching_sklearn():
+    counts = {"a": 60, "b": 25, "c": 10, "d": 5}
+    labels = np.array([c for c, n in counts.items() for _ in range(n)])
+    uniform, majority = chance_rows(classification_board(), ids_for(counts))
+    assert majority.predictor == "majority class"
+    predicted = np.full(len(labels), "a")
+    assert majority.metrics["top1"] == pytest.approx(0.6)
+    assert majority.metrics["top5"] == pytest.approx(1.0)  # four classes: any five-class list holds the label
+    assert majority.metrics["macro_f1"] == pytest.approx(
+        f1_score(labels, predicted, average="macro", labels=list(counts), zero_division=0))
+    # uniform guessing, simulated: its mean macro-F1 approaches the value from expected confusion counts
+    rng = np.random.default_rng(0)
+    draws = [f1_score(labels, rng.choice(list(counts), size=len(labels)), average="macro", labels=list(counts),
+                      zero_division=0) for _ in range(400)]
+    assert uniform.metrics["top1"] == pytest.approx(0.25)
+    assert uniform.metrics["macro_f1"] == pytest.approx(np.mean(draws), abs=0.01)
+
+
+def test_retrieval_chance_uses_the_gallery_class_sizes():
+    board = {"protocol": "cosine-retrieval/v1", "headline_metric": "map",
+             "protocol_params": json.dumps({"query_split": "val", "gallery_split": "train", "recall_at": [1, 5]}),
+             "dataset_params": json.dumps({"per_class": {"train": 30, "val": 15}}),
+             "metrics": [{"metric": m} for m in ("map", "recall@1", "recall@5")]}
+    (row,) = chance_rows(board, ids_for({c: 15 for c in "abcdefghij"}))
+    assert row.metrics["map"] == pytest.approx(expected_average_precision(300, 30))
+    assert row.metrics["recall@1"] == pytest.approx(0.1)
+    assert row.metrics["recall@5"] == pytest.approx(expected_recall_at(300, 30, 5))
+    # no class sizes in the record, or queries inside their own gallery: no row rather than a guess
+    assert chance_rows({**board, "dataset_params": "{}"}, ids_for({"a": 2, "b": 2})) == []
+    same = json.dumps({"query_split": "val", "gallery_split": "val", "recall_at": [1]})
+    assert chance_rows({**board, "protocol_params": same}, ids_for({"a": 2, "b": 2})) == []
+
+
+def test_boards_without_an_exact_floor_get_no_row():
+    board = {"protocol": "probe3d-depth/v2", "headline_metric": "delta1", "protocol_params": "{}",
+             "metrics": [{"metric": "delta1"}]}
+    assert chance_rows(board, ["a.png"]) == []
+    assert chance_rows(classification_board(), None) == []  # no per-sample ids, no labels
+
+
+def test_committed_boards_show_chance_rows_unranked():
+    corpus = read_records(ROOT / paths.CORPUS)
+    if not corpus:
+        pytest.skip("the committed corpus is empty")
+    pages = rendered_pages(corpus, ROOT)
+    classification = pages["tasks/classification.md"]
+    rows = [line for line in classification.splitlines() if line.startswith("| chance |")]
+    assert rows and all("chance: uniform guess" in row and "| n/a | 0.1000 |" in row for row in rows)
+    similarity = pages["tasks/similarity.md"]
+    assert "| chance | chance: coin flip | n/a | 0.5000 |" in similarity
+    # a depth board has no exact floor
+    assert "| chance |" not in pages["tasks/depth.md"]
