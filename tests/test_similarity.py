@@ -14,6 +14,7 @@ from harness.core.hashing import sha256_file
 from harness.datasets.distortion_2afc import DISTORTIONS, prepare_distortion_2afc
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Item, Manifest
+from harness.datasets.structure_2afc import prepare_structure_2afc
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, NightsFormatError, prepare_nights
 from harness.probes.base import ProbeInputs
 from harness.probes.similarity import SIMILARITY, run_similarity
@@ -140,7 +141,7 @@ def test_protocol_is_named_by_the_dataset():
     assert SIMILARITY.resolve_protocol(_triplet_manifest([], reference=NIGHTS)) == "nights-2afc/v1"
     assert SIMILARITY.resolve_protocol(_triplet_manifest([], reference=DISTORTION_ORDER)) == "distortion-order-2afc/v1"
     assert SIMILARITY.resolve_protocol(None) == SIMILARITY.protocol
-    with pytest.raises(KeyError, match="valid: nights, distortion-order"):
+    with pytest.raises(KeyError, match="valid: nights, distortion-order, structure-over-pixels"):
         SIMILARITY.resolve_protocol(Manifest("other", "/x", [], extra={"pairs": []}))
 
 
@@ -277,3 +278,59 @@ def test_distortion_2afc_refuses_unknown_types_and_a_photo_too_small(tmp_path):
         prepare_distortion_2afc("d", tmp_path, **{**SYNTHETIC, "distortions": ["blur", "swirl"]})
     with pytest.raises(ValueError, match="photo_size"):
         prepare_distortion_2afc("d", tmp_path, **{**SYNTHETIC, "photo_size": 80})
+
+
+# -- structure_2afc: pixel MSE wrong by construction -------------------------------------------------
+
+STRUCTURE = {"photos": ["skimage:astronaut", "sklearn:china.jpg"], "photo_size": 112, "size": 64,
+             "crops_per_photo": 2, "colour_shift": 0.15, "degradations": ["blur", "noise"],
+             "ratios": [0.5, 0.25, 0.12], "seed": 0}
+
+
+def test_structure_2afc_is_deterministic_and_pixel_mse_is_wrong_on_every_triplet(tmp_path):
+    first = prepare_dataset("s", {"kind": "structure_2afc", **STRUCTURE}, tmp_path / "a")
+    second = prepare_structure_2afc("s", tmp_path / "b", **STRUCTURE)
+    assert [(i.path, i.sha256) for i in first.items] == [(i.path, i.sha256) for i in second.items]
+    assert first.identity == second.identity and first.extra == second.extra
+    assert prepare_structure_2afc("s", tmp_path / "c", **{**STRUCTURE, "seed": 1}).identity != first.identity
+
+    triplets = first.extra["triplets"]
+    assert len(triplets) == 2 * 2 * 2 * 3 and first.extra["human_votes"] is False
+    assert 0 < sum(t["left_vote"] for t in triplets) < len(triplets)  # the answer is not always left
+    pixels = {i.path: np.asarray(load_image(first.resolve(i)), dtype=np.float64) for i in first.items}
+    for t in triplets:
+        answer, other = (t["left"], t["right"]) if t["left_vote"] == 1.0 else (t["right"], t["left"])
+        assert answer.endswith("/colour.png") and t["distortion"] in other
+        ratio = int(t["distortion"].rsplit("_r", 1)[1]) / 100
+        # recomputed from the written PNGs, not read from the triplet: the degraded side is nearer in pixels
+        colour_mse = np.mean((pixels[t["ref"]] - pixels[answer]) ** 2)
+        degraded_mse = np.mean((pixels[t["ref"]] - pixels[other]) ** 2)
+        assert degraded_mse <= ratio * colour_mse + 1e-9
+        assert (colour_mse, degraded_mse) == pytest.approx((t["colour_mse"], t["degraded_mse"]))
+    # the probe runs on these triplets (raw pixels as features) and reports every difficulty level
+    result = _run(first, {path: array.ravel() for path, array in pixels.items()}, min_votes=6)
+    check_result(SIMILARITY, result)
+    assert SIMILARITY.resolve_protocol(first) == "structure-2afc/v1"
+    assert {f"accuracy_{kind}_r{r}" for kind in ("blur", "noise") for r in (50, 25, 12)} <= set(result.metrics)
+
+
+def test_a_pixel_mse_judge_scores_zero(tmp_path):
+    manifest = prepare_structure_2afc("s", tmp_path / "s", **STRUCTURE)
+    pixels = {i.path: np.asarray(load_image(manifest.resolve(i)), dtype=np.float64) for i in manifest.items}
+    judged = []
+    for t in manifest.extra["triplets"]:
+        left = np.mean((pixels[t["ref"]] - pixels[t["left"]]) ** 2)
+        right = np.mean((pixels[t["ref"]] - pixels[t["right"]]) ** 2)
+        judged.append(float((left < right) == (t["left_vote"] == 1.0)))
+    assert judged and max(judged) == 0.0
+
+
+def test_structure_2afc_refuses_bad_settings_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="degradations are blur, noise"):
+        prepare_structure_2afc("s", tmp_path, **{**STRUCTURE, "degradations": ["swirl"]})
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        prepare_structure_2afc("s", tmp_path, **{**STRUCTURE, "ratios": [1.5]})
+    with pytest.raises(ValueError, match="photo_size"):
+        prepare_structure_2afc("s", tmp_path, **{**STRUCTURE, "photo_size": 80})
+    with pytest.raises(ValueError, match="mildest"):
+        prepare_structure_2afc("s", tmp_path, **{**STRUCTURE, "colour_shift": 0.0})

@@ -39,7 +39,9 @@ from harness.datasets.dense_targets import natural_key
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 
-NIGHTS, DISTORTION_ORDER = "nights", "distortion-order"
+# Which side of a triplet is right, and why: human votes (NIGHTS), the weaker of two strengths of one distortion,
+# or the side that keeps the scene's structure against one with lower pixel MSE (`structure_2afc.py`).
+NIGHTS, DISTORTION_ORDER, STRUCTURE_OVER_PIXELS = "nights", "distortion-order", "structure-over-pixels"
 NIGHTS_SPLITS = ("train", "val", "test")
 NIGHTS_COLUMNS = ("id", "left_vote", "right_vote", "votes", "ref_path", "left_path", "right_path", "split",
                   "is_imagenet")

@@ -1,4 +1,5 @@
-"""Zero-shot 2AFC perceptual similarity from pooled features (protocols `nights-2afc/v1`, `distortion-order-2afc/v1`).
+"""Zero-shot 2AFC perceptual similarity from pooled features (protocols `nights-2afc/v1`, `distortion-order-2afc/v1`,
+`structure-2afc/v1`).
 
 Each triplet is a reference and two distortions (left = NIGHTS' "0", right = "1"). The model calls the
 distortion whose pooled feature has the higher cosine similarity to the reference's the more similar one,
@@ -16,7 +17,8 @@ orderings known by construction), less those whose votes tie (no majority; count
 
 Metrics: `accuracy` (headline), `triplets` scored, `human_ties`, `model_ties`, `below_min_votes`; on NIGHTS
 `accuracy_imagenet` / `accuracy_no_imagenet` (DreamSim's test_imagenet / test_no_imagenet partition), on the
-distortion ordering `accuracy_<type>` per distortion type. The partition accuracies have no column.
+distortion ordering `accuracy_<type>` per distortion type, on the structure set `accuracy_<degradation>_r<ratio>`
+per difficulty level. The partition accuracies have no column.
 
 Per-sample scores (unit "triplet", id = the triplet id): `accuracy` (1, 0 or 0.5); the metric is its mean.
 The protocol is named by the dataset (`protocol_for`), so NIGHTS and the synthetic ordering never share a board.
@@ -28,10 +30,11 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from harness.datasets.manifest import Manifest
-from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS
+from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, STRUCTURE_OVER_PIXELS
 from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
-PROTOCOLS = {NIGHTS: "nights-2afc/v1", DISTORTION_ORDER: "distortion-order-2afc/v1"}
+PROTOCOLS = {NIGHTS: "nights-2afc/v1", DISTORTION_ORDER: "distortion-order-2afc/v1",
+             STRUCTURE_OVER_PIXELS: "structure-2afc/v1"}
 
 
 def similarity_protocol(manifest: Manifest) -> str:
