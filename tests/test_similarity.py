@@ -282,7 +282,7 @@ def test_distortion_2afc_refuses_unknown_types_and_a_photo_too_small(tmp_path):
 
 # -- structure_2afc: pixel MSE wrong by construction -------------------------------------------------
 
-STRUCTURE = {"photos": ["skimage:astronaut", "sklearn:china.jpg"], "photo_size": 112, "size": 64,
+STRUCTURE = {"photos": ["skimage:astronaut", "sklearn:china.jpg"], "photo_size": 128, "size": 64,
              "crops_per_photo": 2, "colour_shift": 0.15, "degradations": ["blur", "noise"],
              "ratios": [0.5, 0.25, 0.12], "seed": 0}
 

@@ -30,13 +30,15 @@ from pathlib import Path
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from harness.datasets.distortion_2afc import MARGIN
 from harness.datasets.files import write_png
 from harness.datasets.homography import load_bundled_photo, square_photo
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import STRUCTURE_OVER_PIXELS
 
+# Pixels kept around every crop, so blur reads the photo, not a reflection: gaussian_filter truncates at 4σ,
+# 32 px at the ladder's largest σ.
+MARGIN = 32
 LADDERS = {"blur": np.round(np.arange(0.3, 8.0001, 0.1), 2), "noise": np.round(np.arange(0.5, 60.0001, 0.5), 2)}
 
 
