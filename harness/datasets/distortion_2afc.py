@@ -33,7 +33,7 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from harness.datasets.files import write_png
-from harness.datasets.homography import load_bundled_photo, square_photo
+from harness.datasets.homography import photo_classes, seeded_crops
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import DISTORTION_ORDER
@@ -99,41 +99,34 @@ def prepare_distortion_2afc(
     unknown = sorted(set(distortions) - set(DISTORTIONS))
     if unknown or not distortions:
         raise ValueError(f"distortion_2afc distortions are {', '.join(DISTORTIONS)}; got {list(distortions)}")
-    if photo_size < size + 2 * MARGIN:
-        raise ValueError(f"photo_size ({photo_size}) must be at least size + {2 * MARGIN} ({size + 2 * MARGIN})")
     rng = np.random.default_rng(seed)
+    crops = seeded_crops(photos, photo_size, size, crops_per_photo, MARGIN, rng)
     out_dir = Path(out_dir)
     items: list[Item] = []
     triplets = []
-    for photo_index, ref in enumerate(photos):
-        source = square_photo(load_bundled_photo(ref), photo_size)
-        stem = ref.split(":", 1)[1].split(".")[0]
-        for crop_index in range(crops_per_photo):
-            y, x = (int(v) for v in rng.integers(MARGIN, photo_size - size - MARGIN + 1, size=2))
-            folder = f"{stem}/c{crop_index:02d}"
-            reference = f"{folder}/ref.png"
-            items.append(Item(reference, write_png(out_dir / reference, _crop(source, y, x, size)), "test",
-                              photo_index))
-            for kind in distortions:
-                function, levels = DISTORTIONS[kind]
-                weak, strong = sorted(int(k) for k in rng.choice(len(levels), size=2, replace=False))
-                paths = []
-                for level in (weak, strong):
-                    rel = f"{folder}/{kind}{level}.png"
-                    image = function(source, y, x, size, levels[level], rng)
-                    items.append(Item(rel, write_png(out_dir / rel, image), "test", photo_index))
-                    paths.append(rel)
-                weak_left = bool(rng.integers(2))
-                left, right = (0, 1) if weak_left else (1, 0)
-                triplets.append({
-                    "id": f"{folder}/{kind}", "ref": reference, "left": paths[left], "right": paths[right],
-                    "split": "test", "left_vote": float(weak_left), "right_vote": float(not weak_left), "votes": 1,
-                    "distortion": kind, "left_strength": levels[(weak, strong)[left]],
-                    "right_strength": levels[(weak, strong)[right]],
-                })
+    for photo_index, folder, source, y, x in crops:
+        reference = f"{folder}/ref.png"
+        items.append(Item(reference, write_png(out_dir / reference, _crop(source, y, x, size)), "test",
+                          photo_index))
+        for kind in distortions:
+            function, levels = DISTORTIONS[kind]
+            weak, strong = sorted(int(k) for k in rng.choice(len(levels), size=2, replace=False))
+            paths = []
+            for level in (weak, strong):
+                rel = f"{folder}/{kind}{level}.png"
+                image = function(source, y, x, size, levels[level], rng)
+                items.append(Item(rel, write_png(out_dir / rel, image), "test", photo_index))
+                paths.append(rel)
+            weak_left = bool(rng.integers(2))
+            left, right = (0, 1) if weak_left else (1, 0)
+            triplets.append({
+                "id": f"{folder}/{kind}", "ref": reference, "left": paths[left], "right": paths[right],
+                "split": "test", "left_vote": float(weak_left), "right_vote": float(not weak_left), "votes": 1,
+                "distortion": kind, "left_strength": levels[(weak, strong)[left]],
+                "right_strength": levels[(weak, strong)[right]],
+            })
     params = {"photos": photos, "photo_size": photo_size, "size": size, "crops_per_photo": crops_per_photo,
               "distortions": list(distortions), "seed": seed,
               "levels": {kind: list(DISTORTIONS[kind][1]) for kind in distortions}}
-    classes = [ref.split(":", 1)[1] for ref in photos]
     extra = {"triplets": triplets, "reference": DISTORTION_ORDER, "human_votes": False}
-    return Manifest(name, str(out_dir), items, classes, params, extra)
+    return Manifest(name, str(out_dir), items, photo_classes(photos), params, extra)

@@ -8,6 +8,7 @@ their ground truth are identical on every machine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,35 @@ def square_photo(array: np.ndarray, size: int) -> np.ndarray:
     left, top = (image.width - side) // 2, (image.height - side) // 2
     image = image.crop((left, top, left + side, top + side))
     return np.asarray(image.resize((size, size), Image.Resampling.BICUBIC))
+
+
+def photo_stem(ref: str) -> str:
+    """"sklearn:china.jpg" → "china": the folder a bundled photo's files are written under."""
+    return ref.split(":", 1)[1].split(".")[0]
+
+
+def photo_classes(photos: list[str]) -> list[str]:
+    """A manifest's classes for datasets made from bundled photos: one per photo, its name."""
+    return [ref.split(":", 1)[1] for ref in photos]
+
+
+def seeded_crops(photos: list[str], photo_size: int, size: int, crops_per_photo: int, margin: int,
+                 rng: np.random.Generator) -> Iterator[tuple[int, str, np.ndarray, int, int]]:
+    """(photo index, "stem/cNN" folder, the photo squared to `photo_size`, y, x) for each crop: its top-left
+    corner drawn from `rng` so that `margin` px of photo surround it. Positions are drawn one crop at a time as
+    the caller iterates, so draws the caller makes per crop interleave with them in a fixed order. The size
+    check is made here, before the first photo is read."""
+    if photo_size < size + 2 * margin:
+        raise ValueError(f"photo_size ({photo_size}) must be at least size + {2 * margin} ({size + 2 * margin})")
+
+    def crops() -> Iterator[tuple[int, str, np.ndarray, int, int]]:
+        for photo_index, ref in enumerate(photos):
+            source = square_photo(load_bundled_photo(ref), photo_size)
+            for crop_index in range(crops_per_photo):
+                y, x = (int(v) for v in rng.integers(margin, photo_size - size - margin + 1, size=2))
+                yield photo_index, f"{photo_stem(ref)}/c{crop_index:02d}", source, y, x
+
+    return crops()
 
 
 def random_homography(rng: np.random.Generator, size: int, max_shift: float) -> np.ndarray:
@@ -87,7 +117,7 @@ def prepare_homography_photos(
     pairs = []
     for photo_index, ref in enumerate(photos):
         photo = square_photo(load_bundled_photo(ref), size)
-        stem = ref.split(":", 1)[1].split(".")[0]
+        stem = photo_stem(ref)
         source_rel = f"{stem}/source.png"
         items.append(Item(source_rel, write_png(out_dir / source_rel, photo), "test", photo_index))
         for warp_index in range(warps_per_photo):
@@ -99,5 +129,4 @@ def prepare_homography_photos(
                           "homography": np.round(homography, 12).tolist()})
     params = {"photos": photos, "size": size, "warps_per_photo": warps_per_photo, "max_shift": max_shift,
               "seed": seed}
-    classes = [ref.split(":", 1)[1] for ref in photos]
-    return Manifest(name, str(out_dir), items, classes, params, extra={"pairs": pairs})
+    return Manifest(name, str(out_dir), items, photo_classes(photos), params, extra={"pairs": pairs})

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 
 from harness.datasets.files import write_png
-from harness.datasets.homography import load_bundled_photo, square_photo
+from harness.datasets.homography import photo_classes, seeded_crops
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import STRUCTURE_OVER_PIXELS
@@ -92,43 +92,36 @@ def prepare_structure_2afc(
         raise ValueError(f"structure_2afc degradations are {', '.join(LADDERS)}; got {list(degradations)}")
     if not ratios or any(not 0 < r < 1 for r in ratios):
         raise ValueError(f"structure_2afc ratios must lie strictly between 0 and 1; got {list(ratios)}")
-    if photo_size < size + 2 * MARGIN:
-        raise ValueError(f"photo_size ({photo_size}) must be at least size + {2 * MARGIN} ({size + 2 * MARGIN})")
     rng = np.random.default_rng(seed)
+    crops = seeded_crops(photos, photo_size, size, crops_per_photo, MARGIN, rng)
     out_dir = Path(out_dir)
     items: list[Item] = []
     triplets = []
-    for photo_index, ref in enumerate(photos):
-        source = square_photo(load_bundled_photo(ref), photo_size)
-        stem = ref.split(":", 1)[1].split(".")[0]
-        for crop_index in range(crops_per_photo):
-            y, x = (int(v) for v in rng.integers(MARGIN, photo_size - size - MARGIN + 1, size=2))
-            window = source[y - MARGIN: y + size + MARGIN, x - MARGIN: x + size + MARGIN]
-            crop = window[MARGIN: MARGIN + size, MARGIN: MARGIN + size]
-            folder = f"{stem}/c{crop_index:02d}"
-            reference, kept = f"{folder}/ref.png", f"{folder}/colour.png"
-            coloured = colour_change(crop, colour_shift, rng)
-            items.append(Item(reference, write_png(out_dir / reference, crop), "test", photo_index))
-            items.append(Item(kept, write_png(out_dir / kept, coloured), "test", photo_index))
-            colour_mse = pixel_mse(crop, coloured)
-            noise_field = rng.normal(0.0, 1.0, size=crop.shape)
-            for kind in degradations:
-                for ratio in ratios:
-                    level = f"{kind}_r{round(ratio * 100)}"
-                    sigma, image = matched_degradation(window, kind, ratio * colour_mse, noise_field)
-                    degraded = f"{folder}/{level}.png"
-                    items.append(Item(degraded, write_png(out_dir / degraded, image), "test", photo_index))
-                    kept_left = bool(rng.integers(2))
-                    left, right = (kept, degraded) if kept_left else (degraded, kept)
-                    triplets.append({
-                        "id": f"{folder}/{level}", "ref": reference, "left": left, "right": right, "split": "test",
-                        "left_vote": float(kept_left), "right_vote": float(not kept_left), "votes": 1,
-                        "distortion": level, "degradation_sigma": sigma, "colour_mse": colour_mse,
-                        "degraded_mse": pixel_mse(crop, image),
-                    })
+    for photo_index, folder, source, y, x in crops:
+        window = source[y - MARGIN: y + size + MARGIN, x - MARGIN: x + size + MARGIN]
+        crop = window[MARGIN: MARGIN + size, MARGIN: MARGIN + size]
+        reference, kept = f"{folder}/ref.png", f"{folder}/colour.png"
+        coloured = colour_change(crop, colour_shift, rng)
+        items.append(Item(reference, write_png(out_dir / reference, crop), "test", photo_index))
+        items.append(Item(kept, write_png(out_dir / kept, coloured), "test", photo_index))
+        colour_mse = pixel_mse(crop, coloured)
+        noise_field = rng.normal(0.0, 1.0, size=crop.shape)
+        for kind in degradations:
+            for ratio in ratios:
+                level = f"{kind}_r{round(ratio * 100)}"
+                sigma, image = matched_degradation(window, kind, ratio * colour_mse, noise_field)
+                degraded = f"{folder}/{level}.png"
+                items.append(Item(degraded, write_png(out_dir / degraded, image), "test", photo_index))
+                kept_left = bool(rng.integers(2))
+                left, right = (kept, degraded) if kept_left else (degraded, kept)
+                triplets.append({
+                    "id": f"{folder}/{level}", "ref": reference, "left": left, "right": right, "split": "test",
+                    "left_vote": float(kept_left), "right_vote": float(not kept_left), "votes": 1,
+                    "distortion": level, "degradation_sigma": sigma, "colour_mse": colour_mse,
+                    "degraded_mse": pixel_mse(crop, image),
+                })
     params = {"photos": photos, "photo_size": photo_size, "size": size, "crops_per_photo": crops_per_photo,
               "colour_shift": colour_shift, "degradations": list(degradations), "ratios": list(ratios),
               "seed": seed, "ladders": {kind: LADDERS[kind].tolist() for kind in degradations}}
-    classes = [ref.split(":", 1)[1] for ref in photos]
     extra = {"triplets": triplets, "reference": STRUCTURE_OVER_PIXELS, "human_votes": False}
-    return Manifest(name, str(out_dir), items, classes, params, extra)
+    return Manifest(name, str(out_dir), items, photo_classes(photos), params, extra)

@@ -263,6 +263,20 @@ def _rows(con: duckdb.DuckDBPyConnection) -> list[CrossTaskRow]:
     return sorted(rows, key=lambda r: (r.control, r.aggregate is None, r.aggregate or 0.0, r.label))
 
 
+def oriented_columns(columns: list[dict[str, Any]], cells: dict[tuple[str, str, str], dict[str, Any]]
+                     ) -> dict[str, dict[tuple[str, str], float]]:
+    """Per board key: {(backbone name, layers): headline value, sign-flipped where lower is better}, pretrained
+    rows only: what rank agreement and proxy validity compare."""
+    oriented = {}
+    for board in columns:
+        sign = 1.0 if board["higher_is_better"] else -1.0
+        key = board["comparability_key"]
+        oriented[key] = {(name, layers): sign * cell["headline_value"]
+                         for (name, layers, cell_key), cell in cells.items()
+                         if cell_key == key and not cell["control"] and cell["headline_value"] is not None}
+    return oriented
+
+
 def _agreement(
     columns: list[dict[str, Any]], cells: dict[tuple[str, str, str], dict[str, Any]]
 ) -> dict[tuple[str, str], Correlation]:
@@ -272,15 +286,7 @@ def _agreement(
     Headline values are oriented so that higher is better on both sides: a positive correlation means
     the boards agree. Controls are left out: being bad everywhere, they would inflate agreement.
     """
-    oriented: dict[str, dict[str, float]] = {}
-    for board in columns:
-        sign = 1.0 if board["higher_is_better"] else -1.0
-        key = board["comparability_key"]
-        oriented[key] = {
-            (name, layers): sign * cell["headline_value"]
-            for (name, layers, cell_key), cell in cells.items()
-            if cell_key == key and not cell["control"] and cell["headline_value"] is not None
-        }
+    oriented = oriented_columns(columns, cells)
     agreement = {}
     for i, first in enumerate(columns):
         for second in columns[i:]:

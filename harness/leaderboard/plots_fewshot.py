@@ -38,6 +38,25 @@ def nice_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], in
     return [round(i * step, decimals + 2) for i in range(first, last + 1)], decimals
 
 
+def draw_axes(svg: Svg, left: float, top: float, bottom: float, y_ticks: list[tuple[float, str]],
+              x_ticks: list[tuple[float, str]]) -> None:
+    """Grid lines and labels at each (y, label), tick marks and labels under the plot at each (x, label), then
+    the two axis lines: the frame every line chart here shares."""
+    for y, label in y_ticks:
+        svg.line(left, y, left + PLOT_W, y, GRID_STROKE)
+        svg.text(left - 6, y + 4, label, FONT, "end")
+    for x, label in x_ticks:
+        svg.line(x, bottom, x, bottom + 4, AXIS_STROKE)
+        svg.text(x, bottom + 18, label, FONT, "middle")
+    svg.line(left, top, left, bottom, AXIS_STROKE)
+    svg.line(left, bottom, left + PLOT_W, bottom, AXIS_STROKE)
+
+
+def draw_legend_entry(svg: Svg, y: float, colour: str, dashed: bool, name: str) -> None:
+    svg.polyline([(PAD, y), (PAD + 22, y)], colour, dashed=dashed)
+    svg.text(PAD + 30, y + 4, name, FONT)
+
+
 def _x_of(ks: list[int]) -> dict[int, float]:
     if len(ks) == 1:
         return {ks[0]: PLOT_W / 2}
@@ -77,15 +96,9 @@ def curve_svg(curve: dict[str, Any], label: str) -> str:
     def y_of(value: float) -> float:
         return bottom - (value - y_low) / (y_high - y_low) * PLOT_H
 
-    for tick in ticks:
-        svg.line(left, y_of(tick), left + PLOT_W, y_of(tick), GRID_STROKE)
-        svg.text(left - 6, y_of(tick) + 4, f"{tick + 0.0:.{decimals}f}", FONT, "end")
     x_of = _x_of(ks)
-    for k in ks:
-        svg.line(left + x_of[k], bottom, left + x_of[k], bottom + 4, AXIS_STROKE)
-        svg.text(left + x_of[k], bottom + 18, str(k), FONT, "middle")
-    svg.line(left, top, left, bottom, AXIS_STROKE)
-    svg.line(left, bottom, left + PLOT_W, bottom, AXIS_STROKE)
+    draw_axes(svg, left, top, bottom, [(y_of(t), f"{t + 0.0:.{decimals}f}") for t in ticks],
+              [(left + x_of[k], str(k)) for k in ks])
     svg.text(left + PLOT_W / 2, bottom + 38, f"k = {UNIT_TEXT.get(curve['unit'], curve['unit'])} (log2 scale)",
              FONT, "middle")
 
@@ -101,7 +114,5 @@ def curve_svg(curve: dict[str, Any], label: str) -> str:
             svg.polyline(xy, colour, dashed=line["control"])
         for (x, y), point in zip(xy, line["points"], strict=True):
             svg.circle(x, y, 3.5, colour, _point_tip(name, point))
-        legend_y = legend_top + index * 18
-        svg.polyline([(PAD, legend_y), (PAD + 22, legend_y)], colour, dashed=line["control"])
-        svg.text(PAD + 30, legend_y + 4, name, FONT)
+        draw_legend_entry(svg, legend_top + index * 18, colour, line["control"], name)
     return svg.render()

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.leaderboard.analysis import BoardStats, oriented_columns
 from harness.leaderboard.statistics import (
     MIN_CORRELATION_N,
     Interval,
@@ -84,19 +85,6 @@ def estimates(proxy: np.ndarray, target: np.ndarray, seed: int) -> Estimates:
     return Estimates(len(proxy), *intervals)
 
 
-def oriented_columns(columns: list[dict[str, Any]], cells: Cells) -> dict[str, dict[tuple[str, str], float]]:
-    """Per board key: {(backbone name, layers): headline value, sign-flipped where lower is better}, pretrained
-    rows only."""
-    oriented = {}
-    for board in columns:
-        sign = 1.0 if board["higher_is_better"] else -1.0
-        key = board["comparability_key"]
-        oriented[key] = {(name, layers): sign * cell["headline_value"]
-                         for (name, layers, cell_key), cell in cells.items()
-                         if cell_key == key and not cell["control"] and cell["headline_value"] is not None}
-    return oriented
-
-
 def proxy_fits(columns: list[dict[str, Any]], cells: Cells) -> list[ProxyFit]:
     """One fit per ordered pair of distinct boards sharing at least two pretrained rows, in column order."""
     oriented = oriented_columns(columns, cells)
@@ -130,7 +118,7 @@ CSV_COLUMNS = ("proxy", "proxy_board", "target", "target_board", "threshold", "n
                *(f"{name}{part}" for name, _ in _STATISTICS for part in ("", "_low", "_high")))
 
 
-def csv_rows(fits: list[ProxyFit], codes: dict[str, str], labels: dict[str, str]) -> list[list[str]]:
+def csv_rows(fits: list[ProxyFit], stats: dict[str, BoardStats]) -> list[list[str]]:
     """The data table: one row per fit over its whole range (empty threshold) and one per sweep point; boards
     by code and label, every statistic with its interval, empty where not estimated."""
     rows = []
@@ -138,7 +126,7 @@ def csv_rows(fits: list[ProxyFit], codes: dict[str, str], labels: dict[str, str]
         points = [(None, fit.whole)] if fit.whole is not None else []
         points += [(p.threshold, p.estimates) for p in fit.sweep]
         for threshold, found in points:
-            row = [codes[fit.proxy], labels[fit.proxy], codes[fit.target], labels[fit.target],
+            row = [stats[fit.proxy].code, stats[fit.proxy].label, stats[fit.target].code, stats[fit.target].label,
                    "" if threshold is None else repr(threshold), str(found.n)]
             for name, _ in _STATISTICS:
                 interval = getattr(found, name)

@@ -86,13 +86,11 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     frozen = releases.releases(docs_dir)
     files = downloads.download_files(con, records)
     fits = proxy_fits(analysis.columns, analysis.cells)
-    codes = {key: stats.code for key, stats in analysis.stats.items()}
     pages: dict[str, Content] = {
         "index.md": render_index(levels, tasks, backbones, analysis),
         "agreement.md": render_agreement(analysis),
         "proxy.md": render_proxy_page(analysis, fits),
-        DATA_PATH: plot_data.csv_text(list(CSV_COLUMNS), csv_rows(
-            fits, codes, {key: stats.label for key, stats in analysis.stats.items()})),
+        DATA_PATH: plot_data.csv_text(list(CSV_COLUMNS), csv_rows(fits, analysis.stats)),
         "compare.md": render_compare(analysis, db_compare.board_pairs(con)),
         "downloads.md": render_downloads_page(files, downloads.table_facts(con), frozen, len(records)),
         "changelog.md": render_changelog(con, frozen),
@@ -101,6 +99,7 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     if analysis.agreement_columns:
         pages["plots/agreement.svg"] = agreement_svg(analysis)
     pages.update(proxy_figures(analysis, fits))
+    codes = {key: stats.code for key, stats in analysis.stats.items()}
     pages.update(plot_data.board_distributions(con, codes))
     pages.update(plot_data.curve_data(curves))
     for level in levels:

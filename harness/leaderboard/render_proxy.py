@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.markdown import GENERATED_HEADER, MISSING, board_link, cell, page, table
-from harness.leaderboard.plots_fewshot import PALETTE, nice_ticks
+from harness.leaderboard.plots_fewshot import FONT, PAD, PALETTE, PLOT_W, draw_axes, draw_legend_entry, nice_ticks
 from harness.leaderboard.proxy_validity import ProxyFit
 from harness.leaderboard.statistics import MIN_CORRELATION_N, RESAMPLES, Interval
 from harness.leaderboard.svg import Svg, text_width
 
 DATA_PATH = "plots/data/proxy_validity.csv"  # relative to docs/
-FONT, PAD = 12.0, 10.0
-PLOT_W, PLOT_H = 440.0, 200.0
-GRID_STROKE, AXIS_STROKE = "#dddddd", "#000000"
+PLOT_H = 200.0  # shorter than a learning curve's: ρ spans a fixed [-1, 1]
 
 
 def figure_path(code: str) -> str:
@@ -150,14 +148,8 @@ def _sweep_svg(analysis: Analysis, proxy: str, fits: list[ProxyFit]) -> str:
     def y_of(value: float) -> float:
         return bottom - (value + 1.0) / 2.0 * PLOT_H
 
-    for tick in y_ticks:
-        svg.line(left, y_of(tick), left + PLOT_W, y_of(tick), GRID_STROKE)
-        svg.text(left - 6, y_of(tick) + 4, f"{tick:.1f}", FONT, "end")
-    for tick in x_ticks:
-        svg.line(x_of(tick), bottom, x_of(tick), bottom + 4, AXIS_STROKE)
-        svg.text(x_of(tick), bottom + 18, f"{tick + 0.0:.{x_decimals}f}", FONT, "middle")
-    svg.line(left, top, left, bottom, AXIS_STROKE)
-    svg.line(left, bottom, left + PLOT_W, bottom, AXIS_STROKE)
+    draw_axes(svg, left, top, bottom, [(y_of(t), f"{t:.1f}") for t in y_ticks],
+              [(x_of(t), f"{t + 0.0:.{x_decimals}f}") for t in x_ticks])
     svg.text(PAD, bottom + 38, x_title, FONT)
     for index, (name, points) in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
@@ -171,8 +163,6 @@ def _sweep_svg(analysis: Analysis, proxy: str, fits: list[ProxyFit]) -> str:
         for (x, y), (t, rho) in zip(xy, defined, strict=True):
             svg.circle(x, y, 3.5, colour, f"{name}: ρ {rho.estimate:.2f} [{rho.low:.2f}, {rho.high:.2f}] at "
                                           f"T = {t:.4f}")
-        legend_y = legend_top + index * 18
-        svg.polyline([(PAD, legend_y), (PAD + 22, legend_y)], colour, dashed=dashed)
-        svg.text(PAD + 30, legend_y + 4, name, FONT)
+        draw_legend_entry(svg, legend_top + index * 18, colour, dashed, name)
     return svg.render()
 
