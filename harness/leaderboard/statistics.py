@@ -227,14 +227,19 @@ def spearman_rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return pearson_r(average_ranks(x), average_ranks(y))
 
 
-def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Kendall's τ-b along the last axis: (concordant − discordant) / sqrt of the untied pair counts."""
+def _pair_signs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (n, n) mask of pairs i < j, and sign(v_i − v_j) of every pair for x and for y (last axis)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n = x.shape[-1]
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-    sign_x = np.sign(x[..., :, None] - x[..., None, :])
-    sign_y = np.sign(y[..., :, None] - y[..., None, :])
+    return upper, np.sign(x[..., :, None] - x[..., None, :]), np.sign(y[..., :, None] - y[..., None, :])
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's τ-b along the last axis: (concordant − discordant) / sqrt of the untied pair counts."""
+    upper, sign_x, sign_y = _pair_signs(x, y)
+    n = upper.shape[-1]
     pairs = n * (n - 1) / 2.0
     score = (sign_x * sign_y * upper).sum(axis=(-2, -1))
     untied_x = pairs - ((sign_x == 0) & upper).sum(axis=(-2, -1))
@@ -248,12 +253,7 @@ def misrank_rate(proxy: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Along the last axis: the share of pairs that `target` orders (its values differ) which `proxy` orders
     the other way, a pair `proxy` ties counting one half (a coin would pick either order); NaN where
     `target` orders no pair. Both oriented so that higher is better."""
-    proxy = np.asarray(proxy, dtype=np.float64)
-    target = np.asarray(target, dtype=np.float64)
-    n = proxy.shape[-1]
-    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-    sign_p = np.sign(proxy[..., :, None] - proxy[..., None, :])
-    sign_t = np.sign(target[..., :, None] - target[..., None, :])
+    upper, sign_p, sign_t = _pair_signs(proxy, target)
     ordered = (sign_t != 0) & upper
     wrong = np.where(sign_p == 0, 0.5, (sign_p * sign_t < 0).astype(np.float64))
     counted = ordered.sum(axis=(-2, -1))
