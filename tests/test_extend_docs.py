@@ -74,7 +74,10 @@ def test_the_documented_command_runs_the_plugin_backbone_as_a_control(followed):
 def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     clone, done = followed
     assert done.returncode == 0
-    stages = yaml.safe_load((clone / "dvc.yaml").read_text())["stages"]
+    from harness.core.dvcfiles import load_documents
+
+    stages = {name: stage for document in load_documents(clone).values()
+              for name, stage in document["stages"].items()}
     users = [name for name, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
     assert users == ["codedeps", "extract-mine-my_images"]  # what rewrites the fingerprints, and what reads them
     group = stages["extract-mine-my_images"]
@@ -98,7 +101,9 @@ def changed_deps(clone: Path) -> set[str]:
     status = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=clone,
                             capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert status.returncode == 0, status.stderr
-    return {stage for stage, entries in json.loads(status.stdout).items()
+    from harness.core.dvcfiles import stage_of
+
+    return {stage_of(stage) for stage, entries in json.loads(status.stdout).items()
             if any("changed deps" in entry for entry in entries if isinstance(entry, dict))}
 
 

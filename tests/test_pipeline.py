@@ -34,7 +34,10 @@ def params():
 
 @pytest.fixture(scope="module")
 def lock():
-    return yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    """Every lock file's entries, by stage name."""
+    from harness.core.dvcfiles import read_locks
+
+    return read_locks(ROOT)
 
 
 @pytest.fixture(autouse=True)
@@ -54,9 +57,13 @@ def _locate(record):
 
 
 def test_committed_dvc_yaml_is_a_fresh_generation(params):
+    from harness.core.dvcfiles import dvc_files
     from harness.pipeline.generate import render
 
-    assert (ROOT / "dvc.yaml").read_text() == render(params), "dvc.yaml is stale: run `visbench-harness pipeline`"
+    rendered = render(params)
+    assert sorted(rendered) == sorted(dvc_files(ROOT)), "a grid's file is missing or left over: run `pipeline`"
+    for path, text in rendered.items():
+        assert (ROOT / path).read_text() == text, f"{path} is stale: run `visbench-harness pipeline`"
 
 
 @pytest.mark.dvc
@@ -96,11 +103,35 @@ def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
     assert pipeline._read_stamp() is None
 
 
-def test_dvc_lock_pins_only_stages_dvc_yaml_defines(lock):
+def test_each_lock_pins_only_stages_its_dvc_yaml_defines():
+    from harness.core.dvcfiles import dvc_files, lock_of, read_lock_file
     from harness.pipeline.generate import stage_names
 
-    stale = sorted(set(lock) - stage_names(yaml.safe_load((ROOT / "dvc.yaml").read_text())))
-    assert not stale, f"dvc.lock pins stages dvc.yaml no longer has (`visbench-harness pipeline` drops them): {stale}"
+    for path in dvc_files(ROOT):
+        defined = stage_names(yaml.safe_load((ROOT / path).read_text()))
+        stale = sorted(set(read_lock_file(ROOT / lock_of(path))) - defined)
+        assert not stale, f"{lock_of(path)} pins stages {path} lacks (`pipeline` moves or drops them): {stale}"
+
+
+def test_a_lock_written_before_the_split_moves_to_the_grids_files_verbatim(tmp_path):
+    """An old single dvc.lock's entries go to the lock beside the file that defines their stage, unchanged (so
+    nothing re-runs); an entry already there wins; the root keeps its own."""
+    from harness.core.dvcfiles import grid_file, lock_of, read_lock_file
+    from harness.pipeline.generate import relocate_lock_entries
+
+    root_doc = {"stages": {"collect": {"cmd": "c"}}}
+    grid_doc = {"stages": {"g-t": {"foreach": ["a", "b"], "do": {"cmd": "p ${item}"}}}}
+    docs = {Path("dvc.yaml"): root_doc, grid_file("g"): grid_doc}
+    (tmp_path / "pipelines" / "g").mkdir(parents=True)
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  collect:\n    cmd: c\n  g-t@a:\n    cmd: p a\n"
+                                       "    params:\n      params.yaml:\n        probes.t.lr: 0.1\n"
+                                       "  g-t@b:\n    cmd: old\n")
+    (tmp_path / lock_of(grid_file("g"))).write_text("schema: '2.0'\nstages:\n  g-t@b:\n    cmd: p b\n")
+    assert relocate_lock_entries(docs, tmp_path) == 2
+    assert read_lock_file(tmp_path / "dvc.lock") == {"collect": {"cmd": "c"}}
+    assert read_lock_file(tmp_path / lock_of(grid_file("g"))) == {
+        "g-t@b": {"cmd": "p b"}, "g-t@a": {"cmd": "p a", "params": {"params.yaml": {"probes.t.lr": 0.1}}}}
+    assert relocate_lock_entries(docs, tmp_path) == 0
 
 
 def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
@@ -208,10 +239,14 @@ def _real_changes(entry) -> bool:
 
 
 def dvc_status(workspace: Path, *targets: str) -> dict:
-    result = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *targets], cwd=workspace,
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    """`dvc status --json` of stages named as the harness names them (none: every stage), by stage name."""
+    from harness.core.dvcfiles import addresses, stage_of
+
+    result = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *addresses(list(targets))],
+                            cwd=workspace, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout or "{}")
+    return {stage_of(address): entries for address, entries in json.loads(result.stdout or "{}").items()}
 
 
 def test_each_stage_pins_the_outputs_it_reads_as_their_stage_locked_them(lock):
@@ -317,9 +352,16 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
                                 f"{sorted(expected - flagged)} missing"
 
 
+def _all_stages() -> dict:
+    """The stages (and foreach groups) of every committed dvc.yaml, by name."""
+    from harness.core.dvcfiles import load_documents
+
+    return {name: stage for document in load_documents(ROOT).values() for name, stage in document["stages"].items()}
+
+
 def test_stage_names_keep_the_run_ids_users_know(params):
     """Probe stages are `GRID-TASK@BACKBONE` (each record's run id); controls spelled NAME.random."""
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = _all_stages()
     for grid, spec in params.grids.items():
         for task in spec.tasks:
             group = stages[f"{grid}-{task}"]
@@ -330,7 +372,7 @@ def test_stage_names_keep_the_run_ids_users_know(params):
 def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
     """A grid reading another's features (scenes_layers reads the scenes extraction at stride 16) asks its layer
     set of its own backbones only: clip_vitb32@random, not in scenes_layers, has no stride-16 layer to give."""
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = _all_stages()
     checked = 0
     for name, group in stages.items():
         if not name.startswith("extract-"):
@@ -353,7 +395,7 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
     told = {}
     monkeypatch.setattr(stage_calls.extract_stage, "run",
                         lambda grid, backbone, dataset, params, code, reads: told.setdefault(backbone, reads))
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = _all_stages()
     for name, group in stages.items():
         if not name.startswith("extract-"):
             continue
@@ -364,25 +406,38 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
             assert ",".join(told[backbone]) == item["reads"], f"{name}@{backbone}"
 
 
-def test_dvc_is_told_whole_groups_and_grids_as_one_target_each():
-    """DVC loads dvc.yaml and dvc.lock once per target named: whole foreach groups go by their names and whole
-    grids as one `--glob` pattern; a partial selection stays by stage name, in the order given."""
+def test_dvc_is_told_whole_grids_and_groups_as_one_target_each():
+    """DVC loads a dvc.yaml and its lock once per target named: a grid whose stages are all asked for is its file
+    (`FILE:*` under --glob), whole foreach groups go by their names, the rest by address, in the order given;
+    a grid reading another's features comes after it; the prepare stages are `prepare-*` when all are asked."""
     from fnmatch import fnmatch
 
-    from harness.pipeline.generate import glob_targets, group_targets, stage_names
+    from harness.pipeline.generate import dvc_targets, stage_names
 
-    document = {"stages": {
-        "codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"},
-        "extract-g-d": {"foreach": {"x": {}, "y": {}}, "do": {"cmd": "e"}},
-        "g-t": {"foreach": ["x", "y"], "do": {"cmd": "t"}}, "g-u": {"foreach": ["x", "y"], "do": {"cmd": "u"}},
-        "g_more-t": {"foreach": ["x"], "do": {"cmd": "m"}}, "collect": {"cmd": "k"}}}
-    every = ["codedeps", "prepare-d", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x", "g-u@y"]
-    assert group_targets(every, document) == ["codedeps", "prepare-d", "extract-g-d", "g-t", "g-u"]
-    assert glob_targets(every, document) == ["codedeps", "prepare-*", "extract-g-*", "g-*"]
-    partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-u@x"]
-    assert glob_targets(partial, document) == ["codedeps", "prepare-*", "extract-g-d@x", "g-t@x", "g-u@x"]
-    # a pattern is used only where every stage it matches was asked for, so it selects exactly the same stages
+    root = {"stages": {"codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"}, "prepare-e": {"cmd": "p"},
+                       "collect": {"cmd": "k"}, "site": {"cmd": "s"}}}
+    g = {"stages": {"extract-g-d": {"foreach": {"x": {}, "y": {}}, "do": {"cmd": "e", "deps": ["features/g/x"]}},
+                    "g-t": {"foreach": ["x", "y"], "do": {"cmd": "t", "deps": ["features/g/${item}/d"]}},
+                    "g-u": {"foreach": ["x", "y"], "do": {"cmd": "u", "deps": ["features/g/${item}/d"]}}}}
+    later = {"stages": {"later-t": {"foreach": ["x"], "do": {"cmd": "m", "deps": ["features/g/${item}/d"]}}}}
+    docs = {Path("dvc.yaml"): root, Path("pipelines/g/dvc.yaml"): g, Path("pipelines/later/dvc.yaml"): later}
+    every = ["codedeps", "prepare-d", "prepare-e", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x",
+             "g-u@y"]
+    assert dvc_targets([*every, "collect", "site"], docs) == [
+        "codedeps", "prepare-d", "prepare-e", "pipelines/g/dvc.yaml", "collect", "site"]
+    assert dvc_targets(every, docs, glob=True) == ["codedeps", "prepare-*", "pipelines/g/dvc.yaml:*"]
+    partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-t@y", "g-u@x"]
+    assert dvc_targets(partial, docs, glob=True) == [
+        "codedeps", "prepare-d", "pipelines/g/dvc.yaml:extract-g-d@x", "pipelines/g/dvc.yaml:g-t",
+        "pipelines/g/dvc.yaml:g-u@x"]
+    # `later` reads g's features: named first, it still comes after g
+    assert dvc_targets(["later-t@x", "extract-g-d@x"], docs) == [
+        "pipelines/g/dvc.yaml:extract-g-d@x", "pipelines/later/dvc.yaml"]
+    # what the targets select is exactly what was asked for
     for names in (every, partial, every[:6]):
-        chosen = {n for n in stage_names(document) if any(fnmatch(n, t) or n.startswith(f"{t}@")
-                                                          for t in glob_targets(names, document))}
+        chosen = set()
+        for target in dvc_targets(names, docs, glob=True):
+            file, _, pattern = target.rpartition(":")
+            stages = stage_names(docs[Path(file)] if file else root)
+            chosen |= {n for n in stages if fnmatch(n, pattern) or n.startswith(f"{pattern}@")}
         assert chosen == set(names)

@@ -102,7 +102,9 @@ def _record(path: Path) -> dict:
 
 
 def _lock(project: Path) -> dict:
-    return yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    from harness.core.dvcfiles import read_locks
+
+    return read_locks(project)
 
 
 @pytest.mark.slurm

@@ -53,6 +53,7 @@ def experiment_name(settings: list[str]) -> str:
 
 def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) -> int:
     """`settings` from `validated_overrides`, as `-S` settings for `dvc exp run`."""
+    from harness.core import dvcfiles
     from harness.pipeline.dvc_runner import run_dvc
 
     name = experiment_name(settings)
@@ -74,7 +75,7 @@ def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) 
     args = ["exp", "run", "--temp", "--name", name]
     for setting in settings:
         args += ["-S", setting]
-    code = run_dvc([*args, *stages])
+    code = run_dvc([*args, *dvcfiles.addresses(stages)])
     if code:
         if kept is not None and ref is not None:
             _git(["update-ref", ref, kept])

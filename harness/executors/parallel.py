@@ -64,6 +64,7 @@ def _run_stages(device: str, stages: list[str], commands: dict[str, str], thread
 def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> tuple[int, bool]:
     """Bring `targets` up to date with extraction spread over `devices`; (DVC's exit code, True: collect and
     site ran), as the local executor returns."""
+    from harness.core import dvcfiles
     from harness.core.config import load_params
     from harness.executors.worker import stale_stages
     from harness.pipeline import generate as pipeline
@@ -79,7 +80,7 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
     for run in runs:
         if run.extract_stage in stale and run.extract_stage not in by_backbone.get(run.backbone, []):
             by_backbone.setdefault(run.backbone, []).append(run.extract_stage)
-    commands = pipeline.stage_commands(pipeline.pipeline(load_params()))
+    commands = pipeline.stage_commands(pipeline.documents(load_params()))
     dealt = [(device, stages) for device, stages in deal(by_backbone, devices) if stages]
     if dealt:
         log.info("extracting %d stages in %d parallel processes: %s", sum(len(s) for _, s in dealt), len(dealt),
@@ -94,7 +95,7 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
 
         with ThreadPoolExecutor(max_workers=len(dealt)) as pool:
             done = [stage for stages in pool.map(run_slot, dealt) for stage in stages]
-        if done and run_dvc(["commit", "--force", *done]):
+        if done and run_dvc(["commit", "--force", *dvcfiles.addresses(done)]):
             log.error("dvc commit of the extracted stages failed; dvc repro extracts them again")
     os.environ[DEVICE_ENV] = devices[0]
     return repro_with_progress([*targets, "collect", "site"]), True

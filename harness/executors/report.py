@@ -12,11 +12,10 @@ import importlib
 import json
 import logging
 import re
-from pathlib import Path
 
 import yaml
 
-from harness.core import paths
+from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import Params, canonical_backbone, load_params, probe_block
 from harness.pipeline.plan import Run
@@ -55,7 +54,8 @@ def _probe_spec(run: Run):
 
     # a dvc.yaml without that stage (or unreadable), or a module that will not import: get_probe discovers
     with contextlib.suppress(OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
-        stages = yaml.load(Path("dvc.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        stages = yaml.load(dvcfiles.grid_file(run.grid).read_text(),
+                           Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         code = re.search(r"--code (\S+)\.py\b", stages["stages"][f"{run.grid}-{run.task}"]["do"]["cmd"])
         module = code.group(1).replace("/", ".") if code else ""
         if module.startswith("harness.probes."):
@@ -132,7 +132,8 @@ def _locked_and_fresh(run: Run) -> bool:
 
     from harness.pipeline.dvc_runner import dvc_command
 
-    out = subprocess.run(dvc_command(["status", "--json", run.stage]), capture_output=True, text=True, check=False)
+    out = subprocess.run(dvc_command(["status", "--json", dvcfiles.address(run.stage)]), capture_output=True,
+                         text=True, check=False)
     try:
         return out.returncode == 0 and not json.loads(out.stdout or "{}")
     except json.JSONDecodeError:

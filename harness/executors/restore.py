@@ -1,7 +1,7 @@
 """A finished job's result, brought into the coordinator's workspace through DVC; nothing is computed here.
 
 - Cached stages (prepare, extract): `dvc repro --pull` restores each from the run-cache entry the job pushed
-  and writes its dvc.lock entry, DVC's own mechanism. It runs with a `python` on PATH that refuses to start
+  and writes its lock entry, DVC's own mechanism. It runs with a `python` on PATH that refuses to start
   (stage commands are `python -m harness.stages…`): a stage whose entry is missing, or whose dependencies
   here hash differently from the job's, fails instead of being silently recomputed on the login node.
 - Probe stages: their records, per-sample scores and metrics are `cache: false` + `persist: true`
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import yaml
 
+from harness.core import dvcfiles
 from harness.core.paths import failure_path
 from harness.executors.worker import stale_stages
 from harness.pipeline.dvc_runner import dvc_command
 
 log = logging.getLogger("visbench")
-LOCK = Path("dvc.lock")
 _REFUSE = """#!/bin/sh
 echo "executor=slurm: no run-cache entry of a job matches this stage here, and the coordinator never computes a \
 stage: $*" >&2
@@ -48,12 +48,17 @@ def restore_cached_stages(stages: list[str]) -> set[str]:
         python.chmod(python.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         env = {**os.environ, "PATH": shim + os.pathsep + os.environ.get("PATH", "")}
         log.info("$ dvc repro --pull --keep-going <%d stages> (restore from the run-cache only)", len(stages))
-        subprocess.run(dvc_command(["repro", "--pull", "--keep-going", *stages]), env=env, check=False)
+        subprocess.run(dvc_command(["repro", "--pull", "--keep-going", *dvcfiles.addresses(stages)]), env=env,
+                       check=False)
     stale = stale_stages(stages)
     return set() if stale is None else set(stages) - stale
 
 
-def read_lock(path: Path = LOCK) -> dict:
+def read_lock(path: Path | None = None) -> dict:
+    """Lock entries by stage name: one lock-shaped file's (a job's returned one), or, by default, every lock
+    file's of this workspace."""
+    if path is None:
+        return dvcfiles.read_locks()
     return (yaml.safe_load(path.read_text()) or {}).get("stages", {}) if path.is_file() else {}
 
 
@@ -114,7 +119,8 @@ def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
                     (shutil.copytree if path.is_dir() else shutil.copy2)(path, saved)
                 previous[stage].append((path, saved))
                 _install(files / path, path)
-        lock_before = LOCK.read_bytes() if LOCK.is_file() else None
+        locks = {dvcfiles.lock_of(dvcfiles.dvc_file(stage)) for stage in returned}
+        locks_before = {lock: lock.read_bytes() if lock.is_file() else None for lock in locks}
         verdict = _commit_and_compare(returned)
         bad = [stage for stage, found in verdict.items() if found]
         if bad:
@@ -126,10 +132,11 @@ def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
                         shutil.rmtree(path)
                     else:
                         path.unlink(missing_ok=True)
-            if lock_before is None:
-                LOCK.unlink(missing_ok=True)
-            else:
-                LOCK.write_bytes(lock_before)
+            for lock, before in locks_before.items():
+                if before is None:
+                    lock.unlink(missing_ok=True)
+                else:
+                    lock.write_bytes(before)
             good = {stage: returned[stage] for stage in returned if stage not in bad}
             verdict.update(_commit_and_compare(good))
     return {**verdict, **incomplete}
@@ -139,7 +146,8 @@ def _commit_and_compare(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
     if not returned:
         return {}
     log.info("$ dvc commit --force <%d probe stages>", len(returned))
-    code = subprocess.run(dvc_command(["commit", "--force", "--quiet", *returned]), check=False).returncode
+    code = subprocess.run(dvc_command(["commit", "--force", "--quiet", *dvcfiles.addresses(list(returned))]),
+                          check=False).returncode
     lock = read_lock()
     verdict = {}
     for stage, (_, entry) in returned.items():

@@ -30,12 +30,14 @@ from pathlib import Path
 
 import yaml
 
+from harness.core import dvcfiles
 from harness.core.config import ConfigError
 from harness.core.paths import CODE_STAGE, failure_path
 from harness.executors import sbatch
 from harness.executors.checkout import Snapshot, job_script, outside_links, take_snapshot
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
 from harness.executors.restore import commit_probe_stages, mirror_failure_files, read_lock, restore_cached_stages
+from harness.executors.worker import LOCK as RETURNED_LOCK
 from harness.executors.worker import RETURNED, stale_stages
 from harness.pipeline.dvc_runner import dvc_command, run_dvc
 from harness.pipeline.plan import Run
@@ -104,7 +106,7 @@ def _push_inputs(jobs: list[Job], stale: set[str]) -> None:
     recomputing (a job that cannot pull them recomputes them: slower, still correct)."""
     inputs = [stage for job in jobs for run in job.runs for stage in (run.prepare_stage, run.extract_stage)]
     fresh = [stage for stage in dict.fromkeys(inputs) if stage not in stale]
-    if fresh and run_dvc(["push", "--quiet", *fresh]) != 0:
+    if fresh and run_dvc(["push", "--quiet", *dvcfiles.addresses(fresh)]) != 0:
         log.warning("slurm: could not push the up-to-date inputs %s; the jobs will recompute them", ", ".join(fresh))
 
 
@@ -242,7 +244,7 @@ def _handle(ended: list[Submitted]) -> None:
     restored = restore_cached_stages(list(dict.fromkeys(cached)))
     returned = {}
     for key, s in with_result.items():
-        lock = read_lock(s.job_dir / RETURNED / "dvc.lock")
+        lock = read_lock(s.job_dir / RETURNED / RETURNED_LOCK)
         for run in s.job.runs:
             if outcomes[key].get(run.stage) == "ok" and run.extract_stage in restored and run.stage in lock:
                 returned[run.stage] = (s.job_dir / RETURNED / "files", lock[run.stage])

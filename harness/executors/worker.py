@@ -13,7 +13,8 @@ the job's own checkout of the coordinator's tree (JOB_DIR/checkout).
    reach the remote, from which the coordinator restores them.
 3. The job's result goes to JOB_DIR/returned, written under a temporary name and renamed when complete, so
    a job killed at any point leaves either a whole result or none: `outcome.json` (each stage ok or
-   failed, as `dvc status` says afterwards), this checkout's dvc.lock, the outputs of the probe stages that
+   failed, as `dvc status` says afterwards), this checkout's lock entries (every lock file's, as one
+   `dvc.lock`-shaped file: stage names are unique across them), the outputs of the probe stages that
    are up to date (records and metrics are `cache: false` + `persist: true` outputs, which the run-cache
    skips, so they travel as files) and the failure file of every stage of the job (failures/<stage>.jsonl).
 
@@ -32,28 +33,31 @@ import sys
 import time
 from pathlib import Path
 
+from harness.core import dvcfiles
 from harness.core.paths import failure_path
 from harness.executors.checkout import link_outside_paths
 
 RETURNED = "returned"
+LOCK = "dvc.lock"  # in RETURNED: the entries of every lock file of the job's checkout
 _STARTED = time.monotonic()
 
 
-def _dvc(args: list[str]) -> int:
-    """One DVC command, its output in the job's log, stamped with the seconds since the job started."""
-    print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join(args)}", flush=True)
-    return subprocess.run([sys.executable, "-m", "dvc", *args], check=False).returncode
+def _dvc(args: list[str], stages: list[str]) -> int:
+    """One DVC command on `stages` (names), its output in the job's log, stamped with the seconds since the job
+    started."""
+    print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join([*args, *stages])}", flush=True)
+    return subprocess.run([sys.executable, "-m", "dvc", *args, *dvcfiles.addresses(stages)], check=False).returncode
 
 
 def stale_stages(stages: list[str]) -> set[str] | None:
-    """The stages `dvc status` reports as not up to date; None when DVC could not tell."""
-    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *stages], capture_output=True, text=True,
-                         check=False)
+    """The stages (names) `dvc status` reports as not up to date; None when DVC could not tell."""
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *dvcfiles.addresses(stages)],
+                         capture_output=True, text=True, check=False)
     if out.returncode != 0:
         print(out.stdout + out.stderr, flush=True)
         return None
     try:
-        return set(json.loads(out.stdout or "{}"))
+        return {dvcfiles.stage_of(address) for address in json.loads(out.stdout or "{}")}
     except json.JSONDecodeError:
         return None
 
@@ -67,15 +71,14 @@ def _copy(source: Path, destination: Path) -> None:
 
 
 def _probe_outputs(lock: dict, stage: str) -> list[str]:
-    return [out["path"] for out in lock.get("stages", {}).get(stage, {}).get("outs", [])]
+    return [out["path"] for out in lock.get(stage, {}).get("outs", [])]
 
 
 def write_returned(job_dir: Path, outcome: dict, probe_stages: list[str], all_stages: list[str]) -> Path:
     """JOB_DIR/returned, complete or absent: built in a temporary folder beside it, then renamed."""
     import yaml
 
-    lock_text = Path("dvc.lock").read_text() if Path("dvc.lock").is_file() else "stages: {}\n"
-    lock = yaml.safe_load(lock_text) or {}
+    lock = dvcfiles.read_locks()
     staging = job_dir / f".{RETURNED}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "files").mkdir(parents=True)
@@ -87,7 +90,7 @@ def write_returned(job_dir: Path, outcome: dict, probe_stages: list[str], all_st
         failure = failure_path(stage)
         if failure.is_file():
             _copy(failure, staging / "files" / failure)
-    (staging / "dvc.lock").write_text(lock_text)
+    (staging / LOCK).write_text(yaml.safe_dump({"stages": lock}, sort_keys=False))
     (staging / "outcome.json").write_text(json.dumps(outcome, indent=1, sort_keys=True))
     final = job_dir / RETURNED
     shutil.rmtree(final, ignore_errors=True)  # an earlier attempt of a requeued job
@@ -102,7 +105,7 @@ def reproduce(stages: list[str], probe_stages: list[str], needs: dict[str, list[
     (DVC's --keep-going skips it the same way). DVC's first non-zero exit status, else 0."""
     upstream = [stage for stage in stages if stage not in probe_stages]
     probes = [stage for stage in stages if stage in probe_stages]
-    code = _dvc(["repro", "--pull", "--keep-going", *upstream]) if upstream else 0
+    code = _dvc(["repro", "--pull", "--keep-going"], upstream) if upstream else 0
     if not probes:
         return code
     needed = list(dict.fromkeys(stage for probe in probes for stage in needs.get(probe, [])))
@@ -113,7 +116,7 @@ def reproduce(stages: list[str], probe_stages: list[str], needs: dict[str, list[
     if len(ready) < len(probes):
         print(f"worker: not running {', '.join(p for p in probes if p not in ready)}: "
               f"{', '.join(sorted(stale))} not up to date", flush=True)
-    probed = _dvc(["repro", "--keep-going", *ready]) if ready else 1
+    probed = _dvc(["repro", "--keep-going"], ready) if ready else 1
     return code or probed
 
 
@@ -131,7 +134,7 @@ def run(job_dir: Path) -> int:
     stale = stale_stages(checked)
     status = {stage: "ok" if stale is not None and stage not in stale else "failed" for stage in checked}
     cached_ok = [s for s in checked if status[s] == "ok" and s not in spec["probe_stages"]]
-    push = _dvc(["push", "--run-cache", *cached_ok]) if cached_ok else 0
+    push = _dvc(["push", "--run-cache"], cached_ok) if cached_ok else 0
     if push != 0:  # outputs that never reached the remote cannot be restored by the coordinator
         status.update({stage: "failed" for stage in cached_ok})
     # the GPU(s) SLURM granted this job (its stages' records name the one each computed on)

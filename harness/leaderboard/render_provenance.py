@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from harness.core import dvcfiles
 from harness.core.paths import stage_of_run
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.comparability import comparability_key, curve_key
@@ -51,7 +52,7 @@ def stage_of(record: Record) -> str:
 
 def rerun_commands(record: Record) -> list[str]:
     return [
-        f"dvc repro {stage_of(record)}",
+        f"dvc repro {dvcfiles.address(stage_of(record))}",
         f"visbench-harness verify grid={grid_of(record.run_id)} task={record.task} backbone={record.backbone_name}",
     ]
 

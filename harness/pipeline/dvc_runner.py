@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from harness.core import dvcfiles
+
 log = logging.getLogger("visbench")
 STOP_GRACE_S = 3  # for the interrupted stage to exit; DVC then goes on to the next one, so its group is terminated
 _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
@@ -72,15 +74,16 @@ def repro_with_progress(targets: list[str]) -> int:
                     busy = busy or bool(_BUSY.match(line))
                     running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
                     match = running or skipped
-                    if match is None or match["stage"] in seen:
+                    stage = dvcfiles.stage_of(match["stage"]) if match else None
+                    if stage is None or stage in seen:
                         continue
-                    seen.add(match["stage"])
+                    seen.add(stage)
                     total = max(total, len(seen))
                     if running:
                         ran += 1
                         elapsed = time.monotonic() - started
                         log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(seen),
-                                 total, match["stage"], elapsed, elapsed / ran * (total - len(seen) + 1))
+                                 total, stage, elapsed, elapsed / ran * (total - len(seen) + 1))
                 code = process.wait()
             except KeyboardInterrupt:
                 _stop(process)
@@ -97,14 +100,11 @@ def repro_with_progress(targets: list[str]) -> int:
 
 
 def grouped(targets: list[str], patterns: bool = False) -> list[str]:
-    """The targets as DVC is best told them: whole foreach groups by their names (generate.group_targets) and,
-    for `dvc repro --glob`, whole grids as patterns (generate.glob_targets)."""
-    from harness.pipeline.generate import DVC_FILE, glob_targets, group_targets, load_document
+    """Stage names as DVC is best told them (generate.dvc_targets): a grid whose stages are all named as its
+    file, whole foreach groups by their names, the rest by their addresses; `patterns`: for `dvc repro --glob`."""
+    from harness.pipeline.generate import dvc_targets
 
-    document = load_document(DVC_FILE)
-    if document is None:
-        return targets
-    return glob_targets(targets, document) if patterns else group_targets(targets, document)
+    return dvc_targets(targets, dvcfiles.load_documents(), glob=patterns)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -1,7 +1,10 @@
-"""Generate dvc.yaml from params.yaml and the registries: one source of truth for the pipeline.
+"""Generate the pipeline's dvc.yaml files from params.yaml and the registries: one source of truth.
 
-    visbench-harness pipeline          # rewrite dvc.yaml (the CLI also does this before every run)
-    visbench-harness pipeline check    # exit 1 if the committed dvc.yaml differs from a fresh generation
+    visbench-harness pipeline          # rewrite them (the CLI also does this before every run)
+    visbench-harness pipeline check    # exit 1 if a committed one differs from a fresh generation
+
+The root `dvc.yaml` holds the code fingerprints, the prepare stages, collect and site; `pipelines/<grid>/dvc.yaml`
+holds a grid's extract and probe stages, each file with its own lock (why: harness.core.dvcfiles).
 
 Every stage lists exactly what it reads:
 - code: its role's fingerprint, one file naming the SHA-256 of every file its entry module and the module
@@ -12,8 +15,9 @@ Every stage lists exactly what it reads:
   backbone) is on its command line, so a structural edit changes the command and DVC re-runs it.
 
 Stage names: `prepare-DATASET`, `extract-GRID-DATASET@BACKBONE`, `GRID-TASK@BACKBONE` (the run id of its
-record), `collect`, `site`. Probe and extract stages are foreach groups: DVC keeps '@' for those, and each
-group's template is exact for every member (a backbone's family module is the one per-member dependency).
+record), `collect`, `site`; unique across the files. Probe and extract stages are foreach groups: DVC keeps '@'
+for those, and each group's template is exact for every member (a backbone's family module is the one
+per-member dependency).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from harness.core import paths
+from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import PARAMS_FILE, Params, load_params, probe_block, stage_spelling
 from harness.core.registry import PACKAGE_ROOT
@@ -34,9 +38,8 @@ from harness.datasets.kinds import data_paths
 from harness.pipeline import fingerprints, topology
 from harness.pipeline.checks import check_params
 
-DVC_FILE = Path("dvc.yaml")
-LOCK_FILE = Path("dvc.lock")
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.lock is ~1 MB: libyaml parses it in 1/10 the time
+DVC_FILE = dvcfiles.ROOT_FILE
+GRID_WDIR = "../.."  # pipelines/<grid>/ → the project root, where every path in params.yaml and dvc.yaml starts
 STAMP = Path(".dvc/tmp/visbench-pipeline.json")  # the source key of the last successful check + generation
 RELEASES_FOLDER = Path("docs/releases")  # frozen releases (harness.leaderboard.releases), read by the site stage
 HEADER = (
@@ -171,24 +174,30 @@ def _collect_and_site() -> dict[str, Any]:
     }
 
 
-def pipeline(params: Params) -> dict[str, Any]:
-    """The dvc.yaml document: stages in a fixed order (prepare, then per grid extract and probe groups)."""
+def documents(params: Params) -> dict[Path, dict[str, Any]]:
+    """Every dvc.yaml document by its path (harness.core.dvcfiles): the root file (codedeps, prepare, collect,
+    site, plots) and one per grid (its extract groups, then its probe groups), stages in a fixed order."""
     check_params(params)
-    stages: dict[str, Any] = {fingerprints.STAGE: _codedeps_stage(params)}
+    root: dict[str, Any] = {fingerprints.STAGE: _codedeps_stage(params)}
     used = list(dict.fromkeys(d for spec in params.grids.values() for d in spec.datasets))
     for dataset in used:
-        stages[paths.prepare_stage_name(dataset)] = _prepare_stage(params, dataset)
+        root[paths.prepare_stage_name(dataset)] = _prepare_stage(params, dataset)
+    grids: dict[Path, dict[str, Any]] = {}
     for grid, spec in params.grids.items():
+        stages: dict[str, Any] = {}
         for dataset in spec.datasets:
             if spec.feature_grid(grid, dataset) == grid:
                 stages[f"extract-{grid}-{dataset}"] = _extract_group(params, grid, dataset)
         for task in spec.tasks:
             stages[f"{grid}-{task}"] = _probe_group(params, grid, task)
-    stages.update(_collect_and_site())
+        for stage in stages.values():  # paths stay project-relative: the stage runs from the project root
+            stage["do"] = {"wdir": GRID_WDIR, **stage["do"]}
+        grids[dvcfiles.grid_file(grid)] = {"stages": stages}
+    root.update(_collect_and_site())
     from harness.leaderboard.plot_data import dvc_plots
 
     # few-shot curves and per-board score distributions, written by the site stage (`dvc plots show`)
-    return {"stages": stages, "plots": dvc_plots()}
+    return {DVC_FILE: {"stages": root, "plots": dvc_plots()}, **grids}
 
 
 class _NoAliases(yaml.SafeDumper):
@@ -202,8 +211,9 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_NoAliases, sort_keys=False, width=10_000, default_flow_style=False)
 
 
-def render(params: Params) -> str:
-    return HEADER + _dump(pipeline(params))
+def render(params: Params) -> dict[Path, str]:
+    """Each dvc.yaml's text, by path."""
+    return {path: HEADER + _dump(document) for path, document in documents(params).items()}
 
 
 def ensure_input_folders() -> None:
@@ -226,9 +236,9 @@ def stage_names(document: dict[str, Any]) -> set[str]:
 
 
 def group_targets(names: list[str], document: dict[str, Any]) -> list[str]:
-    """`names` with every foreach group whose members are all there named as the group (`scenes-depth` for each
-    `scenes-depth@…`), in the same order: DVC collects a group from its dvc.yaml once, but loads dvc.yaml and
-    dvc.lock afresh for every target named, so a grid of thousands of stages is a few dozen targets."""
+    """`names` (stages of `document`) with every foreach group whose members are all there named as the group
+    (`scenes-depth` for each `scenes-depth@…`), in the same order: DVC collects a group from its dvc.yaml once,
+    but loads the dvc.yaml and its lock afresh for every target named."""
     members: dict[str, str] = {}
     sizes: dict[str, int] = {}
     for group, stage in document["stages"].items():
@@ -243,73 +253,105 @@ def group_targets(names: list[str], document: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(targets))
 
 
-def glob_targets(names: list[str], document: dict[str, Any]) -> list[str]:
-    """`group_targets(names)`, then every grid whose probe stages (`GRID-*`) or extract stages (`extract-GRID-*`)
-    are all in `names`, and the prepare stages (`prepare-*`) if all are, as one shell-style pattern each, for
-    `dvc repro --glob`: a pattern is one target, so DVC loads dvc.yaml and dvc.lock once for it. Stage names
-    hold no glob characters (`[a-z0-9_-]`, `@`, `.`), so a group's name matches only itself."""
+def _file_needs(document: dict[str, Any], grid: str) -> set[str]:
+    """The other grids whose features a grid's probe stages read (`features_from`)."""
+    needs = set()
+    for stage in document["stages"].values():
+        for dep in stage.get("do", stage).get("deps", []):
+            if isinstance(dep, str) and dep.startswith("features/"):
+                needs.add(dep.split("/")[1])
+    return needs - {grid}
+
+
+def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool = False) -> list[str]:
+    """`names` (stages in an order DVC can run one by one: fingerprints, prepare, extract, probes, then collect
+    and site) as DVC is best told them. A grid whose stages are all named is one target, its whole file
+    (`pipelines/G/dvc.yaml:*` for `dvc repro --glob`, else the file's path), so DVC loads that grid's dvc.yaml and
+    lock once; otherwise its foreach groups by name, else its stages, each as `FILE:NAME`. Root stages keep
+    their place (the prepare stages as `prepare-*` under --glob when all are named). Grids come in an order where
+    a grid that reads another's features (`features_from`) follows it; where that order cannot exist, each
+    name keeps its own place."""
     from fnmatch import fnmatch
 
-    every = stage_names(document)
-    wanted = set(names)
-    targets = group_targets(names, document)
-    grids = sorted({name.split("-", 1)[0] for name in every
-                    if "@" in name and not name.startswith(("extract-", "prepare-"))})
-    patterns = ["prepare-*", *(f"extract-{grid}-*" for grid in grids), *(f"{grid}-*" for grid in grids)]
-    for pattern in patterns:
-        members = {name for name in every if fnmatch(name, pattern)}
-        if not members or not members <= wanted:  # only a pattern every stage it matches is wanted by
+    root = docs.get(DVC_FILE, {"stages": {}})
+    head = [n for n in names if dvcfiles.dvc_file(n) == DVC_FILE and n not in ("collect", "site")]
+    tail = [n for n in names if n in ("collect", "site")]
+    by_grid: dict[str, list[str]] = {}
+    for name in names:
+        grid = dvcfiles.stage_grid(name)
+        if grid is not None:
+            by_grid.setdefault(grid, []).append(name)
+    head = group_targets(head, root)
+    prepares = {n for n in stage_names(root) if n.startswith("prepare-")}
+    if glob and prepares and prepares <= set(head):
+        first = next(i for i, n in enumerate(head) if n in prepares)
+        head = [*head[:first], "prepare-*", *(n for n in head[first:] if n not in prepares)]
+    order = _grid_order(by_grid, docs)
+    if order is None:  # grids that read each other's features: every stage in the caller's order
+        return [*head, *dvcfiles.addresses([n for n in names if dvcfiles.stage_grid(n) is not None]), *tail]
+    middle: list[str] = []
+    for grid in order:
+        path = dvcfiles.grid_file(grid)
+        document = docs.get(path)
+        if document is not None and stage_names(document) <= set(by_grid[grid]):
+            middle.append(f"{path.as_posix()}:*" if glob else path.as_posix())
             continue
-        # a target it covers: a stage or a group name (`scenes-depth` matches `scenes-*` as its members do)
-        covered = [i for i, target in enumerate(targets) if fnmatch(target, pattern)]
-        first = covered[0]
-        targets = [*targets[:first], pattern, *(t for i, t in enumerate(targets) if i > first and i not in covered)]
-    return targets
+        groups = group_targets(by_grid[grid], document) if document is not None else by_grid[grid]
+        middle += [f"{path.as_posix()}:{target}" for target in groups]
+    assert not any(fnmatch(t, "*[[]*") for t in middle)  # stage names hold no glob characters but '*' we add
+    return [*head, *middle, *tail]
 
 
-def stage_commands(document: dict[str, Any]) -> dict[str, str]:
+def _grid_order(by_grid: dict[str, list[str]], docs: dict[Path, dict[str, Any]]) -> list[str] | None:
+    """The grids of `by_grid` in first-named order, moved after the grids whose features they read; None when
+    they read each other's (no such order)."""
+    needs = {grid: _file_needs(docs.get(dvcfiles.grid_file(grid), {"stages": {}}), grid) & set(by_grid)
+             for grid in by_grid}
+    order: list[str] = []
+    pending = list(by_grid)
+    while pending:
+        ready = next((g for g in pending if needs[g] <= set(order)), None)
+        if ready is None:
+            return None
+        order.append(ready)
+        pending.remove(ready)
+    return order
+
+
+def stage_commands(docs: dict[Path, dict[str, Any]]) -> dict[str, str]:
     """Each stage's command as DVC runs it: a foreach group's template with `${key}`, `${item}` and
     `${item.FIELD}` filled in for each of its items (what `harness.executors.parallel` starts itself)."""
     import re
 
     commands: dict[str, str] = {}
-    for name, stage in document["stages"].items():
-        foreach = stage.get("foreach")
-        if foreach is None:
-            commands[name] = stage["cmd"]
-            continue
-        entries = foreach.items() if isinstance(foreach, dict) else ((item, item) for item in foreach)
-        for key, item in entries:
-            def fill(match: re.Match, key: str = key, item: Any = item) -> str:
-                field = match.group(1)
-                if field == "key":
-                    return str(key)
-                return str(item) if field == "item" else str(item[field.removeprefix("item.")])
+    for document in docs.values():
+        for name, stage in document["stages"].items():
+            foreach = stage.get("foreach")
+            if foreach is None:
+                commands[name] = stage["cmd"]
+                continue
+            entries = foreach.items() if isinstance(foreach, dict) else ((item, item) for item in foreach)
+            for key, item in entries:
+                def fill(match: re.Match, key: str = key, item: Any = item) -> str:
+                    field = match.group(1)
+                    if field == "key":
+                        return str(key)
+                    return str(item) if field == "item" else str(item[field.removeprefix("item.")])
 
-            commands[f"{name}@{key}"] = re.sub(r"\$\{(key|item(?:\.\w+)?)\}", fill, stage["do"]["cmd"])
+                commands[f"{name}@{key}"] = re.sub(r"\$\{(key|item(?:\.\w+)?)\}", fill, stage["do"]["cmd"])
     return commands
 
 
-def load_document(path: Path = DVC_FILE) -> dict[str, Any] | None:
-    """A generated dvc.yaml as data (libyaml's parser), or None where there is none."""
-    if not path.is_file():
-        return None
-    return yaml.load(path.read_text(), Loader=_FAST_LOADER)
+def stale_lock_entries(names: set[str], path: Path) -> list[str]:
+    """The entries of lock file `path` of stages not in `names` (what prune_lock drops)."""
+    return [name for name in dvcfiles.read_lock_file(path) if name not in names]
 
 
-def stale_lock_entries(names: set[str], path: Path = LOCK_FILE) -> list[str]:
-    """The dvc.lock entries of stages not in `names` (what prune_lock drops)."""
-    if not path.is_file():
-        return []
-    locked = (yaml.load(path.read_text(), Loader=_FAST_LOADER) or {}).get("stages", {})
-    return [name for name in locked if name not in names]
-
-
-def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
-    """Drop the dvc.lock entries of stages dvc.yaml no longer defines (renamed or removed by a regeneration).
-    DVC rewrites an entry only when its stage runs and never deletes one, so such entries would pin outputs that
-    nothing produces, and whatever reads the lock (the dependency tests, `dvc.lock` readers) would count them.
-    Written with DVC's own YAML writer, so the file stays as DVC formats it."""
+def prune_lock(names: set[str], path: Path) -> list[str]:
+    """Drop the entries of lock file `path` of stages its dvc.yaml no longer defines (renamed or removed by a
+    regeneration). DVC rewrites an entry only when its stage runs and never deletes one, so such entries would
+    pin outputs that nothing produces, and whatever reads the lock (the dependency tests, lock readers) would
+    count them. Written with DVC's own YAML writer, so the file stays as DVC formats it."""
     stale = stale_lock_entries(names, path)
     if stale:
         from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
@@ -321,18 +363,77 @@ def prune_lock(names: set[str], path: Path = LOCK_FILE) -> list[str]:
     return stale
 
 
-def write(params: Params, path: Path = DVC_FILE) -> bool:
-    """Regenerate dvc.yaml and the code fingerprints, and drop dvc.lock's entries of stages dvc.yaml no longer
-    has; True when dvc.yaml changed."""
+def relocate_lock_entries(docs: dict[Path, dict[str, Any]], root: Path = Path(".")) -> int:
+    """Move lock entries into the lock beside the dvc.yaml that now defines their stage (a lock written before
+    the pipeline was split per grid holds every stage), verbatim: the stage's deps, params and outs are what
+    they were, so it stays up to date and nothing re-runs. An entry already in its own lock wins. How many
+    moved."""
+    from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
+
+    owner = {name: path for path, document in docs.items() for name in stage_names(document)}
+    locks = {path: dvcfiles.lock_of(root / path) for path in docs}
+    moving: dict[Path, dict[str, Any]] = {}
+    sources: dict[Path, Any] = {}
+    for path, lock in locks.items():
+        if not lock.is_file():
+            continue
+        for name in dvcfiles.read_lock_file(lock):
+            if owner.get(name, path) != path:
+                if lock not in sources:
+                    sources[lock] = parse_yaml_for_update(lock.read_text(), str(lock))
+                moving.setdefault(owner[name], {})[name] = sources[lock]["stages"][name]
+    if not moving:
+        return 0
+    for path, entries in moving.items():  # the destinations first: an interruption then loses nothing
+        lock = locks[path]
+        data = (parse_yaml_for_update(lock.read_text(), str(lock)) if lock.is_file()
+                else {"schema": "2.0", "stages": {}})
+        data.setdefault("stages", {})
+        for name, entry in entries.items():
+            data["stages"].setdefault(name, entry)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(lock, dumps_yaml(data))
+    moved = {name for entries in moving.values() for name in entries}
+    for lock, data in sources.items():
+        for name in moved & set(data["stages"]):
+            del data["stages"][name]
+        write_text_atomic(lock, dumps_yaml(data))
+    return len(moved)
+
+
+def _stale_files(docs: dict[Path, dict[str, Any]], root: Path) -> list[Path]:
+    """Grid files (and their locks) of grids params.yaml no longer has."""
+    present = [*(root / p for p in dvcfiles.dvc_files(root) if p != DVC_FILE),
+               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.LOCK_NAME}")]
+    wanted = {root / p for p in docs} | {root / dvcfiles.lock_of(p) for p in docs}
+    return sorted(p for p in set(present) if p not in wanted)
+
+
+def write(params: Params, root: Path = Path(".")) -> bool:
+    """Regenerate every dvc.yaml and the code fingerprints; drop lock entries of stages no file defines any
+    more, and the files of grids params.yaml no longer has; True when any dvc.yaml changed."""
     ensure_input_folders()
-    document = pipeline(params)
+    docs = documents(params)
     fingerprints.write(params)
-    prune_lock(stage_names(document), path.parent / LOCK_FILE.name)
-    text = HEADER + _dump(document)
-    if path.is_file() and path.read_text() == text:
-        return False
-    write_text_atomic(path, text)
-    return True
+    changed = False
+    for path in docs:  # a new grid's folder, before its lock is written
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+    relocate_lock_entries(docs, root)
+    for stale in _stale_files(docs, root):
+        stale.unlink()
+        changed = changed or stale.name == DVC_FILE.name
+        if not any(stale.parent.iterdir()):
+            stale.parent.rmdir()
+    for path, document in docs.items():
+        target = root / path
+        prune_lock(stage_names(document), dvcfiles.lock_of(target))
+        text = HEADER + _dump(document)
+        if target.is_file() and target.read_text() == text:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, text)
+        changed = True
+    return changed
 
 
 def source_key(params: Params, params_file: Path = PARAMS_FILE) -> str:
@@ -362,9 +463,19 @@ def ensure_fresh(params: Params) -> bool:
     return changed
 
 
+def _files_key() -> str | None:
+    """A hash of every dvc.yaml of the pipeline (None before the first generation)."""
+    files = dvcfiles.dvc_files()
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _stamp(params: Params) -> dict[str, str | None]:
-    return {"source": source_key(params),
-            "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest() if DVC_FILE.is_file() else None}
+    return {"source": source_key(params), "dvc_yaml": _files_key()}
 
 
 def _read_stamp() -> object:
@@ -377,7 +488,7 @@ def _read_stamp() -> object:
 
 
 def _write_stamp(stamp: dict[str, str | None]) -> None:
-    stamp = {**stamp, "dvc_yaml": hashlib.sha256(DVC_FILE.read_bytes()).hexdigest()}
+    stamp = {**stamp, "dvc_yaml": _files_key()}
     STAMP.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(STAMP, json.dumps(stamp))
 
@@ -387,23 +498,26 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params()
     if args == ["check"]:
         stamp = _stamp(params)
-        document = pipeline(params)  # runs check_params
-        if not DVC_FILE.is_file() or DVC_FILE.read_text() != HEADER + _dump(document):
-            print("dvc.yaml is stale: run `visbench-harness pipeline` and commit it", file=sys.stderr)
+        rendered = render(params)  # runs check_params
+        stale_files = [p.as_posix() for p, text in rendered.items() if not p.is_file() or p.read_text() != text]
+        stale_files += [p.as_posix() for p in _stale_files(documents(params), Path("."))]
+        if stale_files:
+            print(f"stale: {', '.join(stale_files)}: run `visbench-harness pipeline` and commit dvc.yaml and "
+                  f"{dvcfiles.FOLDER}/", file=sys.stderr)
             return 1
         stale = fingerprints.stale(params)
         if stale:
             print(f"code fingerprints are stale ({', '.join(stale)}): run `visbench-harness pipeline` and commit "
                   f"{fingerprints.FOLDER}/", file=sys.stderr)
             return 1
-        if not stale_lock_entries(stage_names(document)):
-            # all ensure_fresh would have done (nothing to prune from dvc.lock): the next run skips the check;
+        if not any(stale_lock_entries(stage_names(d), dvcfiles.lock_of(p)) for p, d in documents(params).items()):
+            # all ensure_fresh would have done (nothing to prune from a lock): the next run skips the check;
             # the image's build runs this, so each `docker run` starts ~4 s sooner
             _write_stamp(stamp)
-        print("dvc.yaml is up to date")
+        print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) is up to date")
         return 0
     if args:
         print("usage: visbench-harness pipeline [check]", file=sys.stderr)
         return 2
-    print("dvc.yaml " + ("regenerated" if write(params) else "unchanged"))
+    print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) " + ("regenerated" if write(params) else "unchanged"))
     return 0
