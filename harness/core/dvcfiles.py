@@ -30,6 +30,13 @@ def grid_file(grid: str) -> Path:
     return FOLDER / grid / ROOT_FILE.name
 
 
+def grid_params_file(grid: str) -> Path:
+    """The values of params.yaml a grid's stages read, copied out (harness.pipeline.generate.grid_params): DVC
+    reads a stage's params file afresh for every stage it checks, so each grid's stages read a file of their own
+    values instead of the whole params.yaml (whose size grows with every grid and backbone)."""
+    return FOLDER / grid / "params.json"
+
+
 def lock_of(dvc_file: Path) -> Path:
     return dvc_file.with_name(LOCK_NAME)
 

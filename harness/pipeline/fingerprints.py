@@ -9,20 +9,18 @@ modules a stage really loads. The `codedeps` stage (deps: the harness package an
 files, so plain `dvc repro` after an edit re-runs exactly the stages whose closure it touched: the files of the
 other roles come out byte-identical, and DVC sees nothing new in them.
 
-    python -m harness.pipeline.fingerprints   # what the codedeps stage runs (the CLI also writes them)
+    python -m harness.pipeline.generate inputs   # what the codedeps stage runs (the CLI also writes them)
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from pathlib import Path
 
 from harness.core import paths
 from harness.core.atomic import write_text_atomic
-from harness.core.config import Params, load_params
-from harness.core.registry import load_plugins
+from harness.core.config import Params
 from harness.pipeline import topology
 from harness.pipeline.codedeps import code_closure
 
@@ -101,15 +99,3 @@ def write(params: Params) -> list[str]:
             path.unlink()
             changed.append(path.as_posix())
     return changed
-
-
-def main() -> int:
-    params = load_params()
-    load_plugins(params.plugins)  # their backbones, datasets and probes name roles too
-    changed = write(params)
-    print(f"code fingerprints: {len(changed)} rewritten" + (f" ({', '.join(changed)})" if changed else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

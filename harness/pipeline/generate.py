@@ -143,13 +143,15 @@ def _saves_head(task: str) -> bool:
 
 
 def _codedeps_stage(params: Params) -> dict[str, Any]:
-    """The stage that rewrites every role's code fingerprint from the harness package and the plugins: plain
-    `dvc repro` after an edit runs it first, and the stages whose fingerprint changed after it."""
+    """The stage that rewrites every role's code fingerprint from the harness package and the plugins, and each
+    grid's params file from params.yaml: plain `dvc repro` after an edit runs it first, and the stages whose
+    fingerprint or values changed after it."""
+    grid_values = [dvcfiles.grid_params_file(grid).as_posix() for grid in params.grids]
     return {
-        "cmd": "python -m harness.pipeline.fingerprints",
-        "deps": ["harness", *params.plugins],
+        "cmd": "python -m harness.pipeline.generate inputs",
+        "deps": ["harness", *params.plugins, PARAMS_FILE.as_posix()],
         # persist: a failed run of it (no torch on PATH's python, say) must not leave every stage without its file
-        "outs": [{file: {"cache": False, "persist": True}} for file in fingerprints.roles(params)],
+        "outs": [{file: {"cache": False, "persist": True}} for file in [*fingerprints.roles(params), *grid_values]],
     }
 
 
@@ -190,8 +192,9 @@ def documents(params: Params) -> dict[Path, dict[str, Any]]:
                 stages[f"extract-{grid}-{dataset}"] = _extract_group(params, grid, dataset)
         for task in spec.tasks:
             stages[f"{grid}-{task}"] = _probe_group(params, grid, task)
+        values = dvcfiles.grid_params_file(grid).as_posix()
         for stage in stages.values():  # paths stay project-relative: the stage runs from the project root
-            stage["do"] = {"wdir": GRID_WDIR, **stage["do"]}
+            stage["do"] = {"wdir": GRID_WDIR, **stage["do"], "params": [{values: stage["do"]["params"]}]}
         grids[dvcfiles.grid_file(grid)] = {"stages": stages}
     root.update(_collect_and_site())
     from harness.leaderboard.plot_data import dvc_plots
@@ -401,11 +404,54 @@ def relocate_lock_entries(docs: dict[Path, dict[str, Any]], root: Path = Path(".
     return len(moved)
 
 
+def _grid_param_keys(document: dict[str, Any]) -> list[str]:
+    keys: list[str] = []
+    for stage in document["stages"].values():
+        for entry in stage["do"]["params"]:
+            keys += [key for values in entry.values() for key in values if key not in keys]
+    return keys
+
+
+def grid_params(docs: dict[Path, dict[str, Any]], params_file: Path = PARAMS_FILE) -> dict[Path, str]:
+    """Each grid's params file (dvcfiles.grid_params_file) as text: the params.yaml values its stages read,
+    under the same dotted keys, read with DVC's own YAML reader so that DVC finds the very values it would find
+    in params.yaml (YAML 1.2: `1e-3` is a number)."""
+    from dvc.utils.serialize import load_yaml
+
+    raw = load_yaml(params_file)
+    files = {}
+    for path, document in docs.items():
+        if path == DVC_FILE:
+            continue
+        values: dict[str, Any] = {}
+        for key in _grid_param_keys(document):
+            source, target, parts = raw, values, key.split(".")
+            for part in parts[:-1]:
+                source, target = source[part], target.setdefault(part, {})
+            target[parts[-1]] = source[parts[-1]]
+        files[path.parent / dvcfiles.grid_params_file("x").name] = json.dumps(values, indent=1) + "\n"
+    return files
+
+
+def write_inputs(params: Params, docs: dict[Path, dict[str, Any]] | None = None) -> list[str]:
+    """What the stages read besides data, written from params.yaml and the code: the code fingerprints and each
+    grid's params file (the `codedeps` stage's outputs); the files rewritten."""
+    changed = fingerprints.write(params)
+    for path, text in grid_params(docs if docs is not None else documents(params)).items():
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, text)
+            changed.append(path.as_posix())
+    return changed
+
+
 def _stale_files(docs: dict[Path, dict[str, Any]], root: Path) -> list[Path]:
     """Grid files (and their locks) of grids params.yaml no longer has."""
     present = [*(root / p for p in dvcfiles.dvc_files(root) if p != DVC_FILE),
-               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.LOCK_NAME}")]
-    wanted = {root / p for p in docs} | {root / dvcfiles.lock_of(p) for p in docs}
+               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.LOCK_NAME}"),
+               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.grid_params_file('x').name}")]
+    wanted = ({root / p for p in docs} | {root / dvcfiles.lock_of(p) for p in docs}
+              | {root / p.parent / dvcfiles.grid_params_file("x").name for p in docs})
     return sorted(p for p in set(present) if p not in wanted)
 
 
@@ -414,7 +460,7 @@ def write(params: Params, root: Path = Path(".")) -> bool:
     more, and the files of grids params.yaml no longer has; True when any dvc.yaml changed."""
     ensure_input_folders()
     docs = documents(params)
-    fingerprints.write(params)
+    write_inputs(params, docs)
     changed = False
     for path in docs:  # a new grid's folder, before its lock is written
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -505,6 +551,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {', '.join(stale_files)}: run `visbench-harness pipeline` and commit dvc.yaml and "
                   f"{dvcfiles.FOLDER}/", file=sys.stderr)
             return 1
+        stale_values = [p.as_posix() for p, text in grid_params(documents(params)).items()
+                        if not p.is_file() or p.read_text() != text]
+        if stale_values:
+            print(f"stale: {', '.join(stale_values)}: run `visbench-harness pipeline` and commit them", file=sys.stderr)
+            return 1
         stale = fingerprints.stale(params)
         if stale:
             print(f"code fingerprints are stale ({', '.join(stale)}): run `visbench-harness pipeline` and commit "
@@ -516,8 +567,19 @@ def main(argv: list[str] | None = None) -> int:
             _write_stamp(stamp)
         print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) is up to date")
         return 0
+    if args == ["inputs"]:  # the codedeps stage
+        from harness.core.registry import load_plugins
+
+        load_plugins(params.plugins)  # their backbones, datasets and probes name roles too
+        changed = write_inputs(params)
+        print(f"stage inputs: {len(changed)} rewritten" + (f" ({', '.join(changed)})" if changed else ""))
+        return 0
     if args:
         print("usage: visbench-harness pipeline [check]", file=sys.stderr)
         return 2
     print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) " + ("regenerated" if write(params) else "unchanged"))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
