@@ -4,8 +4,8 @@ the same for one grid inside the project, and DVC's lock write for one stage tha
 numbers and asserts nothing about time.
 
     .venv/bin/python benchmarks/dvc_scale.py                                   # 14 × 20, 3 repetitions
-    .venv/bin/python benchmarks/dvc_scale.py --backbones 100 --tasks 30 --reps 1
-    .venv/bin/python benchmarks/dvc_scale.py --harness ../old-checkout/harness --label before   # another tree
+    .venv/bin/python benchmarks/dvc_scale.py --sizes 14x20,100x30 --reps 1
+    .venv/bin/python benchmarks/dvc_scale.py --harness ../old-checkout/harness  # another tree
 
 The scratch project (a temporary folder; `--keep` keeps it) has `harness` linked to this checkout's (or
 `--harness`), a params.yaml whose datasets need nothing outside it (procedural scenes, the homography and 2AFC
@@ -24,8 +24,9 @@ from outside (wall clock, and CPU from the kernel's rusage), every output checke
 the CLI names them (harness.pipeline.generate.dvc_targets: a grid as its file); (d) the same for the last grid
 alone; (e) `dvc commit --force` of one probe stage, DVC's bookkeeping after a stage has run (hash its outputs,
 rewrite its entry in its grid's lock); (f) the CLI's planning path
-`python -m harness.cli.main grid=… dry_run=true`. Results: benchmarks/results/dvc_scale_<label>-<machine>.json
-(benchmarks/runner.py); a summary with the load: build/bench-dvc-scale/<label>.json.
+`python -m harness.cli.main grid=… dry_run=true`. Results: benchmarks/results/dvc_scale-<machine>.json
+(benchmarks/runner.py; measurement names start with the size); a summary with the load per size:
+build/bench-dvc-scale/<BxT>.json.
 """
 
 from __future__ import annotations
@@ -302,25 +303,36 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backbones", type=int, default=len(BACKBONES), help="1 or more (beyond 14: plugins)")
-    parser.add_argument("--tasks", type=int, default=20, help=f"task rows, 1..{len(ROWS)}")
+    parser.add_argument("--sizes", default=f"{len(BACKBONES)}x20",
+                        help="comma-separated BACKBONESxTASKS projects, each measured in turn (beyond 14 backbones: "
+                             f"plugins; tasks 1..{len(ROWS)})")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated measurements to leave out")
     parser.add_argument("--harness", type=Path, default=REPO / "harness", help="the harness package to link")
-    parser.add_argument("--label", default=None, help="the summary's name (default: BxT)")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch project (and its logs)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch projects (and their logs)")
     args = parser.parse_args()
-    if args.backbones < 1 or not 1 <= args.tasks <= len(ROWS) or args.reps < 1:
-        raise SystemExit(f"dvc_scale: --backbones ≥ 1, --tasks 1..{len(ROWS)}, --reps ≥ 1")
-    backbones, rows = backbone_names(args.backbones), list(ROWS[: args.tasks])
-    label = args.label or f"{args.backbones}x{args.tasks}"
+    sizes = []
+    for size in args.sizes.split(","):
+        match = re.fullmatch(r"(\d+)x(\d+)", size.strip())
+        if not match or int(match[1]) < 1 or not 1 <= int(match[2]) <= len(ROWS) or args.reps < 1:
+            raise SystemExit(f"dvc_scale: --sizes BxT[,BxT…] with B ≥ 1 and T in 1..{len(ROWS)}; --reps ≥ 1")
+        sizes.append((int(match[1]), int(match[2])))
+    # one results file for every size (benchmarks/results/dvc_scale-<machine>.json): measurement names carry it
+    bench = Bench("dvc_scale", argv=sys.argv)
+    for backbones, tasks in sizes:
+        measure_size(bench, backbones, tasks, args)
+    print(f"results: {bench.write()}")
+
+
+def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argparse.Namespace) -> None:
+    backbones, rows = backbone_names(backbone_count), list(ROWS[:task_count])
+    label = f"{backbone_count}x{task_count}"
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     env = {**os.environ, "DVC_NO_ANALYTICS": "1",
            "PATH": f"{PYTHON.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)  # the project's `harness` link, never another checkout's
     load_before = uptime()
-    bench = Bench(f"dvc_scale_{label}".replace("-", "_"), argv=sys.argv)
-    print(f"load before: {load_before}", flush=True)
+    print(f"{label}: load before: {load_before}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="dvc-scale-"))
     project, logs = work / "project", work / "logs"
     try:
@@ -384,14 +396,15 @@ def main() -> None:
         }
         for name, spec in plan.items():
             for sample in samples[name]:
-                bench.add_time(name, sample)
-            bench.describe(name, stages=spec["stages"])
+                bench.add_time(f"{label}: {name}", sample)
+            bench.describe(f"{label}: {name}", stages=spec["stages"])
         if "cli's dvc repro (no-op)" in plan and "dvc repro (no-op)" in plan:
-            bench.ratio("the CLI's grouped targets ÷ one graph no-op", "cli's dvc repro (no-op)", "dvc repro (no-op)")
-        bench.note(f"{len(backbones)} backbones × {len(rows)} tasks: {len(stages)} stages in {len(documents)} "
-                   f"dvc.yaml files; locks {lock_bytes} bytes in all, the largest {largest}; harness tree "
-                   f"{args.harness}")
-        bench.write()
+            bench.ratio(f"{label}: the CLI's targets ÷ DVC's graph of every stage", f"{label}: cli's dvc repro (no-op)",
+                        f"{label}: dvc repro (no-op)")
+        bench.note(f"{label}: {len(backbones)} backbones × {len(rows)} tasks, {len(stages)} stages in "
+                   f"{len(documents)} dvc.yaml files; locks {lock_bytes} bytes in all, the largest {largest}; "
+                   f"load {load_before.split('load average:')[-1].strip()} before, "
+                   f"{load_after.split('load average:')[-1].strip()} after")
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / f"{label}.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"summary: {OUT / (label + '.json')}" + (f"; scratch project kept: {work}" if args.keep else ""))
