@@ -295,6 +295,18 @@ return Array.from(table.tBodies[0].rows).filter(r => r.style.display !== 'none')
 """
 
 
+# Per visible row, per cell: the normalised rank a cross-task cell carries (data-nr), null where it has none or
+# is hidden: what the page's means average.
+VISIBLE_RANKS_JS = """
+const table = document.querySelector(arguments[0] + ' table');
+return Array.from(table.tBodies[0].rows).filter(r => r.style.display !== 'none').map(r =>
+  Array.from(r.cells).map(c => {
+    const a = c.style.display === 'none' ? null : c.querySelector('a[data-nr]');
+    return a ? parseFloat(a.dataset.nr) : null;
+  }));
+"""
+
+
 def _choose(driver: webdriver.Chrome, name: str, value: str) -> None:
     driver.execute_script("""const s = document.querySelector('select[name="' + arguments[0] + '"]');
         s.value = arguments[1]; s.dispatchEvent(new Event('change'));""", name, value)
@@ -340,14 +352,17 @@ def test_cross_task_table_sorts_filters_and_keeps_names_in_view(driver, base_url
         for value in _options(driver, name)[1:]:
             _choose(driver, name, value)
             shown = values.count(value)
-            for row in driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask"):
+            texts = driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask")
+            for row, ranks in zip(texts, driver.execute_script(VISIBLE_RANKS_JS, ".vb-crosstask"), strict=True):
                 cells = [c for c in row[3:-1] if c is not None]
-                assert len(cells) == shown
-                assert row[2] == f"{sum(c != '—' for c in cells)} of {shown}"
-                if row[2] != f"{shown} of {shown}" or row[-1].startswith("control"):
-                    assert row[1] == "—" and row[-1]
-                else:  # the mean of the cells shown, as the page rounds it (two decimals)
-                    assert abs(float(row[1]) - sum(map(float, cells)) / shown) <= 0.005 + 1e-9
+                present = [r for r in ranks[3:-1] if r is not None]
+                assert len(cells) == shown and len(present) == sum(c != "—" for c in cells)
+                assert row[2] == f"{len(present)} of {shown}"
+                assert bool(row[-1]) == (row[-1].startswith("control") or len(present) < shown)
+                if row[-1].startswith("control") or not present:
+                    assert row[1] == "—"
+                else:  # the mean normalised rank of the cells shown, as the page rounds it (two decimals)
+                    assert abs(float(row[1]) - sum(present) / len(present)) <= 0.005 + 1e-9
             _choose(driver, name, "")
     assert driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask") == everything  # the generated text is back
 
@@ -358,22 +373,42 @@ def test_cross_task_table_sorts_filters_and_keeps_names_in_view(driver, base_url
         assert where["scrolled"] > 0 and abs(where["cellLeft"] - where["boxLeft"]) <= 2
 
 
+IN_VIEW_JS = """const c = arguments[0].tBodies[0].rows[0].cells[arguments[1]].getBoundingClientRect();
+    const b = document.querySelector('.md-content__inner').getBoundingClientRect();
+    return c.right <= b.right + 1;"""
+
+
 def test_board_tables_fit_or_scroll_with_name_and_tie_group_in_view(driver, built_site, base_url):
     widths = []
     for name in task_names(built_site):
         open_page(driver, page_url(built_site, base_url, f"tasks/{name}"))
         for board in board_tables(driver):
             heads = [th.text.strip() for th in board.find_elements(By.CSS_SELECTOR, "thead th")]
-            assert heads[:3] == ["Rank", "Backbone", "Tie group"], heads
-            tie = driver.execute_script("""const c = arguments[0].tBodies[0].rows[0].cells[2].getBoundingClientRect();
-                const b = document.querySelector('.md-content__inner').getBoundingClientRect();
-                return c.right <= b.right + 1;""", board)
-            assert tie, f"tasks/{name}: the tie group column is not in view before scrolling"
+            assert heads[:2] == ["Rank", "Backbone"] and heads[3] == "Tie group", heads
+            assert driver.execute_script(IN_VIEW_JS, board, 3), \
+                f"tasks/{name}: the tie group column is not in view before scrolling"
             where = _pinned_after_scrolling(driver, board, 1)
             widths.append(where["tableWidth"])
             if where["tableWidth"] > where["boxWidth"]:
                 assert abs(where["cellLeft"] - where["boxLeft"]) <= 2, f"tasks/{name}: backbone column not pinned"
     print(f"board tables: {min(widths)}–{max(widths)} px wide")
+
+
+def test_on_a_phone_a_board_shows_each_rows_headline_before_scrolling(driver, built_site, base_url):
+    """At 390 px, the width of a phone, the rank, the backbone and the headline value with its interval are in
+    view on every board before it is scrolled sideways."""
+    size = driver.get_window_size()
+    driver.set_window_size(390, 844)
+    try:
+        for name in task_names(built_site):
+            open_page(driver, page_url(built_site, base_url, f"tasks/{name}"))
+            for board in board_tables(driver):
+                assert driver.execute_script(IN_VIEW_JS, board, 2), \
+                    f"tasks/{name}: at 390 px the headline column is not in view before scrolling"
+        open_page(driver, page_url(built_site, base_url, "tasks/classification"))
+        screenshot(driver, "task-classification-390px")
+    finally:
+        driver.set_window_size(size["width"], size["height"])
 
 
 def test_compare_page_shows_the_chosen_pair_either_way_round(driver, base_url):

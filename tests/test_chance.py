@@ -96,8 +96,8 @@ def test_committed_boards_show_chance_rows_unranked():
     pages = rendered_pages(corpus, ROOT)
     classification = pages["tasks/classification.md"]
     rows = [line for line in classification.splitlines() if line.startswith("| chance |")]
-    assert rows and all("chance: uniform guess" in row and "| n/a | 0.1000 |" in row for row in rows)
+    assert rows and all("chance: uniform guess" in row and "| 0.1000 | n/a |" in row for row in rows)
     similarity = pages["tasks/similarity.md"]
-    assert "| chance | chance: coin flip | n/a | 0.5000 |" in similarity
+    assert "| chance | chance: coin flip | 0.5000 | n/a |" in similarity
     # a depth board has no exact floor
     assert "| chance |" not in pages["tasks/depth.md"]

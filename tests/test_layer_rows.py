@@ -100,7 +100,8 @@ def test_task_page_labels_rows_and_folds_the_hashes_away(layered):
     assert f"## depth on scenes (val), probe3d-depth/v2 {{ #board-{key} }}" in page
     assert f"Board **B-{key[:4]}**. Ranked by **delta1** (higher is better)" in page
     rows = rows_of(page, "| 1 |")
-    assert rows[0][:3] == ["1", "[efficientnet_lite0 · layers 3](../backbones/efficientnet_lite0.md)", "n/a"]
+    assert rows[0][:2] == ["1", "[efficientnet_lite0 · layers 3](../backbones/efficientnet_lite0.md)"]
+    assert rows[0][3] == "n/a"  # the tie group, after the headline
     # The hashes and raw parameters sit in a collapsed block, not in the heading or the prose above the table.
     heading = next(line for line in page.splitlines() if line.startswith("## depth on"))
     assert key not in heading.split("{")[0] and SCENES.identity not in page.split("??? info")[0]
@@ -121,14 +122,14 @@ def test_cross_task_rows_and_means(layered):
     default = row("efficientnet_lite0 · last layer")
     assert default[2] == "2 of 2" and re.fullmatch(r"\d\.\d\d", default[1])
     assert default[1] == f"{(0.5 + 0.75) / 2:.2f}"  # classification: 2nd of 3; depth: 4th of 5
-    # A layer set probed on dense boards only is incomplete: no mean, and the reason.
+    # A layer set probed on dense boards only: its mean over the one board it has, saying so, and what it lacks.
     layers3 = row("efficientnet_lite0 · layers 3")
     depth_code = f"B-{comparability_key(layered[0])[:4]}"
-    classification_code = f"B-{comparability_key(layered[6])[:4]}"
-    assert layers3[1:3] == ["—", "1 of 2"] and layers3[-1] == f"no result on {classification_code}"
+    assert layers3[1:3] == ["0.00", "1 of 2"] and layers3[-1] == "no result on classification (cifar10)"
     assert row("efficientnet_lite1")[1:3] == ["0.25", "2 of 2"]  # (0 + 0.5) / 2
     # Column heads carry level and dataset for the page's filter.
-    assert f'{{ .vb-board data-level="mid" data-dataset="scenes" data-code="{depth_code}" }}' in index
+    head = f'data-level="mid" data-dataset="scenes" data-code="{depth_code}" data-label="depth (scenes)" }}'
+    assert "{ .vb-board " + head in index
 
 
 def test_backbone_page_has_a_per_layer_profile(layered):
@@ -203,7 +204,7 @@ def test_compare_page_gives_the_boards_verdicts(tmp_path):
     assert names["beta", "beta@random"][7] == "n/a"
     # The verdicts agree with the board's tie groups: beta and gamma share one, alpha has its own.
     board = rendered_pages(records, tmp_path)["tasks/depth.md"]
-    groups = {r[1].split("]")[0][1:]: r[2] for r in rows_of(board, "| 1 |") + rows_of(board, "| 2 |")}
+    groups = {r[1].split("]")[0][1:]: r[3] for r in rows_of(board, "| 1 |") + rows_of(board, "| 2 |")}
     assert groups["alpha"] == "A" and groups["beta"] == groups["gamma"] == "B"
     # What compare.js reads: the pair and its winner on the row's first link.
     assert '{ .vb-pair data-a="alpha" data-b="beta" data-winner="a" }' in page

@@ -211,7 +211,7 @@ def test_controls_never_take_a_pretrained_rank(corpus):
         assert all(r["rank"] is None for r in board["rows"] if r["control"])
         assert next(r["rank"] for r in board["rows"] if not r["control"]) == 1
     page = rendered_pages(corpus)["tasks/classification.md"]
-    assert "| control | [resnet18@random](../backbones/resnet18-at-random.md) | n/a | 0.9500 | 0.9800 |" in page
+    assert "| control | [resnet18@random](../backbones/resnet18-at-random.md) | 0.9500 | n/a | 0.9800 |" in page
 
 
 def test_failed_runs_and_summaries(corpus):
@@ -388,16 +388,16 @@ def test_board_shows_intervals_and_tie_groups(sampled):
     corpus, root = sampled
     page = rendered_pages(corpus, root)["tasks/classification.md"]
     lines = board_lines(page, f"{HEADING}, fp32")
-    # The tie group beside the name, where a wide board's pinned name column keeps it in view.
-    assert "| Rank | Backbone | Tie group | **top1** [95% CI] | top5 | Run |" in lines
+    # The headline and the tie group beside the name, where a wide board's pinned name column keeps them in view.
+    assert "| Rank | Backbone | **top1** [95% CI] | Tie group | top5 | Run |" in lines
     best = table_row(lines, "dinov2_vits14")
-    assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[3])
-    low, high = (float(x) for x in best[3].split(" [")[1].rstrip("]").split(", "))
-    assert low <= float(best[3].split()[0]) <= high
-    groups = {name: table_row(lines, name)[2] for name in ("dinov2_vits14", "resnet18", "resnet50", "convnext_tiny")}
+    assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[2])
+    low, high = (float(x) for x in best[2].split(" [")[1].rstrip("]").split(", "))
+    assert low <= float(best[2].split()[0]) <= high
+    groups = {name: table_row(lines, name)[3] for name in ("dinov2_vits14", "resnet18", "resnet50", "convnext_tiny")}
     # Identical per-sample scores are tied; very different runs are not.
     assert groups == {"dinov2_vits14": "A", "resnet18": "B", "resnet50": "B", "convnext_tiny": "C"}
-    assert table_row(lines, "resnet18@random")[2] == "n/a"  # controls take no part in tie tests
+    assert table_row(lines, "resnet18@random")[3] == "n/a"  # controls take no part in tie tests
     assert best[-1] == "[record](../runs/classification/dinov2_vits14-classification-cifar10.md)"
     adjacent = [line for line in lines if line.startswith("| resnet18 | resnet50 |")]
     assert adjacent == ["| resnet18 | resnet50 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | yes |"]
@@ -437,28 +437,42 @@ def code_of(record: Record) -> str:
     return f"B-{comparability_key(record)[:4]}"
 
 
-def test_missing_cell_gives_no_aggregate(corpus):
+def test_a_mean_covers_the_boards_a_row_has_and_says_how_many(corpus):
     pages = rendered_pages([r for r in corpus if r.precision != "bf16"])
     index = pages["index.md"]
-    classification, depth = code_of(corpus[0]), code_of(corpus[6])
-    # Columns: fp32 classification, then depth. Every backbone with both gets a mean, no other.
+    # Columns: fp32 classification, then depth, named by task and dataset.
     best = crosstask_row(index, "dinov2_vits14")
     assert best[1:3] == ["0.00", "2 of 2"] and best[-1] == ""
     assert crosstask_row(index, "resnet50")[1:3] == ["0.67", "2 of 2"]  # (1/3 + 1) / 2
     resnet18 = crosstask_row(index, "resnet18")
-    assert resnet18[1:3] == ["—", "1 of 2"] and resnet18[-1] == f"no result on {depth}"
-    assert resnet18[4] == "—"  # the missing cell says so, never filled in
-    assert crosstask_row(index, "dinov2_vitb14")[-1] == f"no result on {classification}, {depth}"
+    # a mean over the one board it has, saying so, and which it lacks; the missing cell is never filled in
+    assert resnet18[1:3] == ["0.33", "1 of 2"] and resnet18[-1] == "no result on depth (nyuv2)"
+    assert resnet18[4] == "—"
+    assert crosstask_row(index, "dinov2_vitb14")[-1] == "no result on classification (cifar10), depth (nyuv2)"
     control = crosstask_row(index, "resnet18@random")
     assert control[1:3] == ["—", "2 of 2"] and control[-1] == "control: never aggregated"
-    # Each cell carries its exact normalised rank for the page's filter, and links to its board.
+    # Rows over both boards come before rows over one: a mean compares rows over the same boards only.
+    order = [line.split("](backbones/")[0].lstrip("| [") for line in index.splitlines()
+             if "](backbones/" in line and "{ data-control=" in line]
+    assert order.index("resnet50") < order.index("resnet18")
+    # Each cell shows the headline value, carries its exact normalised rank for the page's filter, and links
+    # to its board.
     assert 'data-nr="0.3333333333333333"' in crosstask_row(index, "resnet50")[3]
+    assert crosstask_row(index, "resnet50")[3].startswith(f"[{corpus_value(corpus, 'resnet50', 0):.3f}](")
     assert f"(tasks/classification.md#board-{comparability_key(corpus[0])} " in resnet18[3]
     profile = pages["backbones/resnet18.md"]
-    assert "Mean normalised rank: —. It is shown only for a row with a result on every board" in profile
-    assert f"[{depth} depth (nyuv2)](../tasks/depth.md#board-" in profile
+    assert "Mean normalised rank over the 1 of 2 boards of the" in profile and "**0.33**" in profile
+    assert "[depth (nyuv2)](../tasks/depth.md#board-" in profile
     assert "Mean normalised rank over all 2 boards of the" in pages["backbones/resnet50.md"]
     assert "**0.67**" in pages["backbones/resnet50.md"]
+
+
+def corpus_value(corpus: list[Record], backbone: str, index: int) -> float:
+    """The headline value of `backbone`'s run on the board of corpus[index]."""
+    key = comparability_key(corpus[index])
+    (record,) = [r for r in corpus if r.backbone_name == backbone and comparability_key(r) == key
+                 and r.precision != "bf16"]
+    return record.headline
 
 
 def test_rank_profile_on_backbone_page(sampled):

@@ -1,9 +1,10 @@
 /* The home page's cross-task table: narrow it to one level or one dataset, and recompute each row's mean
- * normalised rank over the boards left, under the page's own rule: a mean only for a row with a result on
- * every board shown, never for a control; otherwise "—" and the reason. Reads what the generated table
- * carries (harness/leaderboard/render_crosstask.py): a.vb-board heads with data-level, data-dataset and
- * data-code; a.vb-nr cells with the exact normalised rank in data-nr; the name's data-control; the spans
- * marking the mean, coverage and reason columns. With every board shown, the generated text is put back.
+ * normalised rank over the boards left, under the page's own rule: the mean over the boards shown that the
+ * row has a result on, with how many that is and which it lacks; never for a control. Reads what the
+ * generated table carries (harness/leaderboard/render_crosstask.py): a.vb-board heads with data-level,
+ * data-dataset and data-label; a.vb-nr cells with the exact normalised rank in data-nr; the name's
+ * data-control; the spans marking the mean, coverage and missing columns. With every board shown, the
+ * generated text is put back.
  * Dependency-free and fetches nothing, so the site works offline. */
 (function () {
   "use strict";
@@ -41,7 +42,7 @@
     Array.prototype.forEach.call(head.cells, function (th, index) {
       var board = th.querySelector("a.vb-board");
       if (board) columns.push({ index: index, level: board.dataset.level, dataset: board.dataset.dataset,
-                                code: board.dataset.code });
+                                label: board.dataset.label });
       var role = th.querySelector("[data-role]");
       if (role) roles[role.dataset.role] = index;
     });
@@ -77,7 +78,7 @@
         var values = [], missing = [];
         shown.forEach(function (c) {
           var cell = row.cells[c.index].querySelector("a[data-nr]");
-          if (cell) values.push(parseFloat(cell.dataset.nr)); else missing.push(c.code);
+          if (cell) values.push(parseFloat(cell.dataset.nr)); else missing.push(c.label);
         });
         row.style.display = all || values.length ? "" : "none";
         if (all) {
@@ -90,11 +91,14 @@
         var mean = NONE, why = "";
         if (control) {
           why = "control: never aggregated";
-        } else if (!missing.length && values.length) {
-          mean = (values.reduce(function (a, b) { return a + b; }, 0) / values.length).toFixed(2);
         } else {
-          why = "no result on " + (missing.length <= LISTED ? missing.join(", ")
-                                   : missing.length + " of " + shown.length + " boards");
+          if (values.length) {
+            mean = (values.reduce(function (a, b) { return a + b; }, 0) / values.length).toFixed(2);
+          }
+          if (missing.length) {
+            why = "no result on " + (missing.length <= LISTED ? missing.join(", ")
+                                     : missing.length + " of " + shown.length + " boards");
+          }
         }
         row.cells[roles.mean].textContent = mean;
         row.cells[roles.coverage].textContent = values.length + " of " + shown.length;

@@ -89,7 +89,7 @@ class CrossTaskRow:
     layers: str  # canonical JSON of the layer set ("null": the default, last layer)
     label: str  # "name", or "name · layers 3" for a backbone recorded with several layer sets
     control: bool
-    aggregate: float | None  # mean normalised rank, only with a cell on every column
+    aggregate: float | None  # mean normalised rank over the columns it has a cell on; None for a control
     missing: list[str]  # comparability keys of columns without a cell
 
 
@@ -251,16 +251,20 @@ def metric_disagreements(board: dict[str, Any]) -> list[tuple[str, float, int]]:
 
 
 def _rows(con: duckdb.DuckDBPyConnection) -> list[CrossTaskRow]:
-    """Rows in display order: pretrained with an aggregate (best first), pretrained without, controls."""
+    """Rows in display order: pretrained rows by how many boards their mean covers (most first), rows with the
+    same boards together, then by that mean (best first); controls last. A mean compares rows only over the
+    same boards, so the table says how many boards each mean covers."""
     rows = []
     for coverage in db_crosstask.row_coverage(con):
         ranks, missing = coverage["ranks"], coverage["missing"]
         aggregate = None
-        if not coverage["control"] and ranks and not missing:
+        if not coverage["control"] and ranks:
             aggregate = math.fsum(ranks) / len(ranks)  # fsum: exact, whatever order the values came in
         rows.append(CrossTaskRow(coverage["backbone_name"], coverage["layers"], coverage["row_label"],
                                  coverage["control"], aggregate, missing))
-    return sorted(rows, key=lambda r: (r.control, r.aggregate is None, r.aggregate or 0.0, r.label))
+    # rows missing the same boards are adjacent: their means are over the same boards
+    return sorted(rows, key=lambda r: (r.control, len(r.missing), sorted(r.missing), r.aggregate is None,
+                                       r.aggregate or 0.0, r.label))
 
 
 def oriented_columns(columns: list[dict[str, Any]], cells: dict[tuple[str, str, str], dict[str, Any]]

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.markdown import GENERATED_HEADER, NO_AGGREGATE, short
+from harness.leaderboard.statistics import MIN_CORRELATION_N
 from harness.leaderboard.svg import Svg, mix, text_width
 
 # -1 blue → white → +1 red: ColorBrewer RdBu ends.
@@ -39,7 +40,7 @@ def _legend_width(analysis: Analysis, columns: list[dict[str, Any]]) -> float:
 
 def agreement_svg(analysis: Analysis) -> str:
     """Spearman ρ below the diagonal, Kendall τ above it, the number of rows on the diagonal, over
-    `analysis.agreement_columns`."""
+    `analysis.agreement_columns`; a pair with fewer than MIN_CORRELATION_N common rows shows its n only."""
     columns = analysis.agreement_columns
     codes = [analysis.stats[b["comparability_key"]].code for b in columns]
     cell_w, cell_h, title_h, head_h = max(64.0, text_width("B-0000", FONT) + PAD), 44.0, 24.0, 22.0
@@ -67,6 +68,9 @@ def agreement_svg(analysis: Analysis) -> str:
                 continue
             name, value = ("Spearman", correlation.spearman) if r > c else ("Kendall", correlation.kendall)
             tip = f"{name} {codes[first]} vs {codes[second]}: {short(value)} over {correlation.n} rows"
+            if correlation.n < MIN_CORRELATION_N:  # as the page's table: too few common rows to mean anything
+                value, tip = None, (f"{codes[first]} vs {codes[second]}: {correlation.n} common rows, fewer than "
+                                    f"{MIN_CORRELATION_N}: not estimated")
             if value is None:
                 svg.rect(x, y, cell_w, cell_h, EMPTY_FILL, EMPTY_STROKE, tip)
                 svg.text(x + cell_w / 2, y + cell_h / 2 - 2, NO_AGGREGATE, FONT, "middle", EMPTY_TEXT)

@@ -86,7 +86,7 @@ def _rank_profile(name: str, analysis: Analysis) -> list[str]:
     lines = ["## Rank profile", ""]
     for row in (r for r in analysis.rows if r.backbone_name == name):
         who = f"{cell(row.label)}: m" if row.label != name else "M"
-        if row.aggregate is not None:
+        if row.aggregate is not None and not row.missing:
             lines.append(f"{who}ean normalised rank over all {len(analysis.columns)} boards of the "
                          f"[cross-task table](../index.md#cross-task): **{short(row.aggregate)}** "
                          "(0 = best, 1 = worst).")
@@ -95,12 +95,14 @@ def _rank_profile(name: str, analysis: Analysis) -> list[str]:
                          "normalised rank is where they would fall among the pretrained rows.")
         else:
             missing = ", ".join(
-                board_link(f"{analysis.stats[key].code} {analysis.stats[key].label}", analysis.board(key)["task"],
-                           key, "../")
+                board_link(analysis.stats[key].label, analysis.board(key)["task"], key, "../")
                 for key in _in_column_order(analysis, row.missing)
             )
-            lines.append(f"{who}ean normalised rank: {NO_AGGREGATE}. It is shown only for a row with a result on "
-                         f"every board of the cross-task table, and this one has none on {missing}.")
+            present = len(analysis.columns) - len(row.missing)
+            mean = NO_AGGREGATE if row.aggregate is None else f"**{short(row.aggregate)}**"
+            lines.append(f"{who}ean normalised rank over the {present} of {len(analysis.columns)} boards of the "
+                         f"[cross-task table](../index.md#cross-task) it has a result on: {mean} (0 = best, "
+                         f"1 = worst; comparable only with rows over the same boards). No result on {missing}.")
         lines.append("")
     entries = []
     for board in analysis.boards:

@@ -65,21 +65,21 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     has_interval = any((row["run_id"], headline) in analysis.intervals for row in board["rows"])
     headline_head = f"**{cell(headline)}**" + (" [95% CI]" if has_interval else "")
     others = [n for n in names if n != headline]
-    # Rank, row and tie group first: with the backbone column pinned (docs/stylesheets/site.css) they stay
-    # in view however far a wide board scrolls.
-    header = ["Rank", "Backbone", "Tie group", headline_head, *(cell(n) for n in others), "Run"]
+    # Rank, row, headline and tie group first: with the backbone column pinned (docs/stylesheets/site.css)
+    # they stay in view however far a wide board scrolls, and on a phone's width before it scrolls.
+    header = ["Rank", "Backbone", headline_head, "Tie group", *(cell(n) for n in others), "Run"]
     rows = []
     for row in board["rows"]:
         rank = "control" if row["control"] else (MISSING if row["rank"] is None else str(row["rank"]))
         # A missing cell stays visibly missing: never filled, never averaged over.
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
-        rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]),
-                     stats.groups.get(row["run_id"], MISSING), value,
+        rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
+                     stats.groups.get(row["run_id"], MISSING),
                      *(number(row["metrics"].get(n)) for n in others),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
     chances = chance_rows(board, _sample_ids(board, analysis))
     for chance in chances:
-        rows.append(["chance", cell(f"chance: {chance.predictor}"), MISSING, number(chance.metrics.get(headline)),
+        rows.append(["chance", cell(f"chance: {chance.predictor}"), number(chance.metrics.get(headline)), MISSING,
                      *(number(chance.metrics.get(n)) for n in others), "analytic"])
     lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
     if chances:

@@ -1,11 +1,11 @@
-"""The home page's cross-task table: one row per backbone and layer set, one column per board, each cell the
-row's normalised rank there, coloured, linking to the board; the mean only for a row complete on every
-column, and why not otherwise.
+"""The home page's cross-task table: one row per backbone and layer set, one column per board (named by task
+and dataset), each cell the row's headline value there, coloured by its normalised rank, linking to the board;
+each pretrained row's mean normalised rank over the boards it has, with how many those are, and which it lacks.
 
 Plain Markdown with attributes (attr_list) on the links, so it reads without JavaScript: each column head
-carries the board's level and dataset (`data-level`, `data-dataset`), each cell its exact normalised rank
-(`data-nr`). docs/javascripts/crosstask.js reads them to filter columns by level and dataset and to
-recompute the mean over the columns shown, under the same rule (complete rows only); tablesort.js sorts.
+carries the board's level, dataset and label (`data-level`, `data-dataset`, `data-label`), each cell its exact
+normalised rank (`data-nr`). docs/javascripts/crosstask.js reads them to filter columns by level and dataset
+and to recompute the means over the columns shown, under the same rule; tablesort.js sorts.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ MAX_LISTED = 3  # name at most this many missing boards; count them beyond
 def _head(board: dict[str, Any], analysis: Analysis, prefix: str) -> str:
     stats = analysis.stats[board["comparability_key"]]
     url = f"{prefix}tasks/{page_stem(board['task'])}.md#board-{board['comparability_key']}"
-    return (f'[{cell(stats.code)} {cell(stats.label)}]({url} "{attribute(stats.title)}")'
+    return (f'[{cell(stats.label)}]({url} "{attribute(stats.code + ": " + stats.title)}")'
             f'{{ .vb-board data-level="{attribute(board["level"])}" '
-            f'data-dataset="{attribute(str(board["dataset_name"]))}" data-code="{attribute(stats.code)}" }}')
+            f'data-dataset="{attribute(str(board["dataset_name"]))}" data-code="{attribute(stats.code)}" '
+            f'data-label="{attribute(stats.label)}" }}')
 
 
 def _cell(row: CrossTaskRow, board: dict[str, Any], analysis: Analysis, prefix: str) -> str:
@@ -53,12 +54,17 @@ def _cell(row: CrossTaskRow, board: dict[str, Any], analysis: Analysis, prefix: 
         if found["run_id"] in stats.groups:
             place += f", tie group {stats.groups[found['run_id']]}"
         fill = mix(RANK_RAMP, value)
-    tip = (f"{row.label} on {stats.code} {stats.label}: {board['headline_metric']} "
-           f"{found['headline_value']:.4f}, {place}")
+    tip = (f"{row.label} on {stats.label}: {board['headline_metric']} {found['headline_value']:.4f}, {place}; "
+           f"normalised rank {short(value)}")
     url = f"{prefix}tasks/{page_stem(board['task'])}.md#board-{key}"
     # repr: the exact value, so the page's script averages what the aggregate here averages
-    return (f'[{short(value)}]({url} "{attribute(tip)}")'
+    return (f'[{headline(found["headline_value"])}]({url} "{attribute(tip)}")'
             f'{{ .vb-nr data-nr="{value!r}" style="background-color: {fill}" }}')
+
+
+def headline(value: float | None) -> str:
+    """A cell's headline value: three decimals keep 18 columns readable; the board has four, with intervals."""
+    return NO_AGGREGATE if value is None else f"{value:.3f}"
 
 
 def _why(row: CrossTaskRow, analysis: Analysis) -> str:
@@ -66,11 +72,11 @@ def _why(row: CrossTaskRow, analysis: Analysis) -> str:
         return "control: never aggregated"
     if not row.missing:
         return ""
-    codes = [analysis.stats[b["comparability_key"]].code for b in analysis.columns
-             if b["comparability_key"] in set(row.missing)]
-    if len(codes) <= MAX_LISTED:
-        return "no result on " + ", ".join(codes)
-    return f"no result on {len(codes)} of {len(analysis.columns)} boards"
+    labels = [analysis.stats[b["comparability_key"]].label for b in analysis.columns
+              if b["comparability_key"] in set(row.missing)]
+    if len(labels) <= MAX_LISTED:
+        return "no result on " + ", ".join(labels)
+    return f"no result on {len(labels)} of {len(analysis.columns)} boards"
 
 
 def render_crosstask(analysis: Analysis, prefix: str = "") -> list[str]:
@@ -78,8 +84,8 @@ def render_crosstask(analysis: Analysis, prefix: str = "") -> list[str]:
     if not analysis.columns:
         return ["No board ranks a pretrained backbone yet.", ""]
     header = ["Backbone", '<span data-role="mean">Mean normalised rank</span>',
-              '<span data-role="coverage">Boards with a result</span>',
-              *(_head(b, analysis, prefix) for b in analysis.columns), '<span data-role="why">Why no mean</span>']
+              '<span data-role="coverage">Over boards</span>',
+              *(_head(b, analysis, prefix) for b in analysis.columns), '<span data-role="why">Missing</span>']
     rows = []
     for row in analysis.rows:
         name = backbone_link(row.backbone_name, prefix, row.label)
@@ -92,11 +98,11 @@ def render_crosstask(analysis: Analysis, prefix: str = "") -> list[str]:
 
 
 def render_board_legend(analysis: Analysis, prefix: str) -> list[str]:
-    """Code, title, level, dataset, headline and ranked rows of every column of the cross-task table."""
+    """Name, title, level, headline, ranked rows and code of every column of the cross-task table."""
     rows = []
     for board in analysis.columns:
         stats = analysis.stats[board["comparability_key"]]
-        rows.append([stats.code, board_link(stats.title, board["task"], board["comparability_key"], prefix),
-                     cell(board["level"]), cell(board["dataset_name"]), cell(board["headline_metric"]),
-                     str(sum(1 for r in board["rows"] if r["rank"] is not None))])
-    return table(["Code", "Board", "Level", "Dataset", "Headline", "Ranked rows"], rows)
+        rows.append([board_link(stats.label, board["task"], board["comparability_key"], prefix), cell(stats.title),
+                     cell(board["level"]), cell(board["headline_metric"]),
+                     str(sum(1 for r in board["rows"] if r["rank"] is not None)), stats.code])
+    return table(["Board", "What it is", "Level", "Headline", "Ranked rows", "Code"], rows)

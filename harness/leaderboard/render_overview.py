@@ -29,12 +29,13 @@ READING_GUIDE = [
     "pretrained rows strictly better than it divided by one less than their count: 0 is the best, "
     "1 the worst, whatever the board's size (a board with a single pretrained row gives it 0). "
     "Ranks only compare runs on the same board, i.e. with the same comparability key.",
-    "- **Mean normalised rank.** The mean of a row's normalised ranks over every board shown, given only "
-    f"when it has a result on all of them; otherwise the cell reads {NO_AGGREGATE} and the last column says "
-    "which boards are missing. Missing results are never averaged over or filled in. Filtering the table by "
-    "level or dataset recomputes the mean over the boards left, under the same rule.",
-    "- **Controls** (random-init `NAME@random`) are grey. Their number is the normalised rank they would "
-    "take among the pretrained rows (capped at 1); they are never ranked and never aggregated.",
+    "- **Mean normalised rank.** The mean of a row's normalised ranks over the boards it has a result on; "
+    "the next column says how many boards that is, the last which are missing. Missing results are never "
+    "filled in, so two means compare rows only when they cover the same boards: rows are sorted by coverage, "
+    "rows missing the same boards side by side, best mean first. Filtering the table by level or dataset "
+    "recomputes the means over the boards left.",
+    "- **Controls** (random-init `NAME@random`, and fixed filters such as `sobel`) are grey: never ranked and "
+    "never aggregated; their tooltip says where they would place among the pretrained rows.",
     "- **Confidence intervals** on task pages are 95% percentile bootstrap intervals of the headline "
     f"metric from the run's per-sample scores ({RESAMPLES} resamples, seeded by the run id and metric, so "
     "every build gives the same interval). Boards whose runs have no per-sample scores show none.",
@@ -43,8 +44,8 @@ READING_GUIDE = [
     f"that adjacent pair's adjusted p-value is ≥ {ALPHA}; tied rows share a group letter (A for the top "
     "group). Chained ties are not transitive: A-rows at either end of a group may still differ. "
     "[Compare](compare.md) gives the verdict for any two rows directly.",
-    "- **Board codes** (B-3031) are the first hex digits of the board's comparability key: a code never "
-    "changes when another board is added.",
+    "- **Board codes** (B-3031, in each board's tooltip and the list below) are the first hex digits of the "
+    "board's comparability key: a code never changes when another board is added.",
     "- **Rank agreement** between boards is on the [agreement page](agreement.md); how well one board "
     "predicts another (R², ρ, mis-rank rate, and among the strongest rows only) on "
     "[proxy validity](proxy.md).",
@@ -79,9 +80,10 @@ def render_index(
     ]
     if analysis.columns:
         lines += [
-            "Each cell is a row's normalised rank on a board (0 best, 1 worst among the pretrained rows); "
-            "hover for the headline value, rank and tie group, click for the board. Click a column head to "
-            f"sort; choose a level or dataset to narrow the boards. {NO_AGGREGATE}: no result.",
+            "Each cell is a row's headline value on a board, coloured by its normalised rank there (green "
+            "best, red worst among the pretrained rows; grey: a control); hover for the rank and tie group, "
+            "click for the board with its intervals. Click a column head to sort; choose a level or dataset "
+            f"to narrow the boards. {NO_AGGREGATE}: no result.",
             "",
         ]
     lines += render_crosstask(analysis)
