@@ -87,10 +87,11 @@
           row.cells[roles.why].textContent = row.dataset.why;
           return;
         }
-        var control = row.cells[0].querySelector("[data-control]").dataset.control === "true";
+        var named = row.cells[0].querySelector("[data-control]");
+        var control = named.dataset.control === "true";
         var mean = NONE, why = "";
         if (control) {
-          why = "control: never aggregated";
+          why = (named.dataset.baseline === "true" ? "baseline" : "control") + ": never aggregated";
         } else {
           if (values.length) {
             mean = (values.reduce(function (a, b) { return a + b; }, 0) / values.length).toFixed(2);

@@ -91,6 +91,7 @@ class CrossTaskRow:
     control: bool
     aggregate: float | None  # mean normalised rank over the columns it has a cell on; None for a control
     missing: list[str]  # comparability keys of columns without a cell
+    baseline: bool = False  # a fixed-filter control (sobel): a reference to beat, not a random init
 
 
 @dataclass
@@ -261,7 +262,7 @@ def _rows(con: duckdb.DuckDBPyConnection) -> list[CrossTaskRow]:
         if not coverage["control"] and ranks:
             aggregate = math.fsum(ranks) / len(ranks)  # fsum: exact, whatever order the values came in
         rows.append(CrossTaskRow(coverage["backbone_name"], coverage["layers"], coverage["row_label"],
-                                 coverage["control"], aggregate, missing))
+                                 coverage["control"], aggregate, missing, coverage["baseline"]))
     # rows missing the same boards are adjacent: their means are over the same boards
     return sorted(rows, key=lambda r: (r.control, len(r.missing), sorted(r.missing), r.aggregate is None,
                                        r.aggregate or 0.0, r.label))

@@ -216,6 +216,10 @@ CREATE MACRO layer_order(layers) AS from_json(layers, '["BIGINT"]');
 # are ranked in their own partition and never receive a rank, so a random-init control can neither
 # take nor push down a pretrained backbone's place.
 #
+# A fixed-filter row (weights kind `fixed-filter`, e.g. `sobel`) is a control like a random init, never ranked,
+# but a *baseline*: a reference a pretrained row should beat, listed among the pretrained rows at its value
+# (`baseline`), where random-init controls come after them.
+#
 # Normalised rank puts boards of different sizes on one scale: with m ranked pretrained rows,
 # (number of pretrained rows strictly better) / (m - 1), so 0 is best and 1 worst; a lone pretrained
 # row gets 0. For a pretrained row the count is rank - 1. A control gets the position it would take
@@ -251,6 +255,7 @@ ranked AS (
     FROM scored s
 )
 SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers,
+       coalesce(weights_kind = 'fixed-filter', false) AS baseline,
        layer_set(layers) AS layer_set,
        CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
             THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END
@@ -269,10 +274,10 @@ WITH run_metrics AS (
     SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
     FROM metrics GROUP BY run_id
 )
-SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.layers, b.layer_set,
-       b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
+SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.baseline, b.layers,
+       b.layer_set, b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
-ORDER BY b.comparability_key, b.control, b.headline_value IS NULL, b.sort_value, b.backbone_name,
+ORDER BY b.comparability_key, b.control AND NOT b.baseline, b.headline_value IS NULL, b.sort_value, b.backbone_name,
          layer_order(b.layers) NULLS FIRST, b.run_id
 """
 

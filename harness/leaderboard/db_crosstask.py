@@ -21,7 +21,7 @@ _COLUMNS_CTE = "SELECT DISTINCT comparability_key FROM board_rows WHERE ranked_c
 # backbone with the same layers on the same board; picking one (best normalised rank, then run id) keeps
 # a cell one number.
 CELLS_CTE = """
-SELECT comparability_key, backbone_name, layers, control, run_id, rank, ranked_count, headline_value,
+SELECT comparability_key, backbone_name, layers, control, baseline, run_id, rank, ranked_count, headline_value,
        normalised_rank
 FROM (
     SELECT *, row_number() OVER (PARTITION BY comparability_key, backbone_name, layers
@@ -36,6 +36,7 @@ WHERE nth = 1
 # backbone has more than one, as board rows are.
 ROWS_CTE = """
 SELECT backbone_name, layers, bool_or(control) AS control,
+       bool_or(coalesce(weights_kind = 'fixed-filter', false)) AS baseline,
        CASE WHEN count(*) OVER (PARTITION BY backbone_name) > 1
             THEN backbone_name || ' · ' || layer_set(layers) ELSE backbone_name END AS row_label
 FROM records WHERE k_shot IS NULL
@@ -60,7 +61,7 @@ def row_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         cells AS ({CELLS_CTE}),
         -- few-shot runs are on no board: a backbone with nothing else has no row to show
         names AS ({ROWS_CTE})
-        SELECT n.backbone_name, n.layers, n.row_label, n.control,
+        SELECT n.backbone_name, n.layers, n.row_label, n.control, n.baseline,
                list(c.normalised_rank ORDER BY col.comparability_key)
                    FILTER (WHERE c.comparability_key IS NOT NULL) AS ranks,
                list(col.comparability_key ORDER BY col.comparability_key)
@@ -69,7 +70,7 @@ def row_coverage(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         LEFT JOIN columns col ON TRUE
         LEFT JOIN cells c ON c.backbone_name = n.backbone_name AND c.layers = n.layers
                          AND c.comparability_key = col.comparability_key
-        GROUP BY n.backbone_name, n.layers, n.row_label, n.control
+        GROUP BY n.backbone_name, n.layers, n.row_label, n.control, n.baseline
         ORDER BY n.backbone_name, layer_order(n.layers) NULLS FIRST
     """)
     for row in rows:

@@ -24,6 +24,7 @@ from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, 
 from harness.leaderboard.plots import agreement_svg
 from harness.leaderboard.plots_fewshot import curve_svg
 from harness.leaderboard.proxy_validity import CSV_COLUMNS, csv_rows, proxy_fits
+from harness.leaderboard.references import reference_lines
 from harness.leaderboard.render_backbones import render_backbone_page
 from harness.leaderboard.render_boards import render_level_page, render_task_page
 from harness.leaderboard.render_compare import render_compare
@@ -112,7 +113,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
         path = f"tasks/{page_stem(task['task'])}.md"
         if path in pages:
             raise ValueError(f"task {task['task']!r} is recorded at more than one level")
-        pages[path] = render_task_page(task, boards, failed, analysis, task_curves, labels)
+        pages[path] = render_task_page(task, boards, failed, analysis, task_curves, labels,
+                                       reference_lines(task["task"], root))
         for curve in task_curves:
             pages[curve_plot_path(curve)] = curve_svg(curve, labels[curve["curve_key"]])
     for backbone in backbones:

@@ -70,7 +70,8 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     header = ["Rank", "Backbone", headline_head, "Tie group", *(cell(n) for n in others), "Run"]
     rows = []
     for row in board["rows"]:
-        rank = "control" if row["control"] else (MISSING if row["rank"] is None else str(row["rank"]))
+        rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
+            MISSING if row["rank"] is None else str(row["rank"]))
         # A missing cell stays visibly missing: never filled, never averaged over.
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
         rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
@@ -181,8 +182,9 @@ def retry_command(failure: dict[str, Any]) -> str:
 
 def render_task_page(
     task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis,
-    curves: list[dict[str, Any]], curve_labels: dict[str, str],
+    curves: list[dict[str, Any]], curve_labels: dict[str, str], reference: list[str] = (),
 ) -> str:
+    """`reference`: what the boards are measured against outside the corpus (harness.leaderboard.references)."""
     fewshot = task["fewshot_runs"]
     runs = f"{count(task['ok_runs'] - fewshot, 'successful run')} on {count(task['boards'], 'board')}, "
     if fewshot:
@@ -204,6 +206,7 @@ def render_task_page(
     for board in boards:
         lines += render_board(board, analysis)
     lines += render_curves(curves, curve_labels)
+    lines += reference
     lines += ["## Failed runs", ""]
     if failed:
         lines += ["The latest failed attempt of each run; an earlier ok record of the same run, if any, is still the "

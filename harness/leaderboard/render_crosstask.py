@@ -28,6 +28,7 @@ from harness.leaderboard.svg import mix
 # 0 (best) green → yellow → red (worst): ColorBrewer RdYlGn ends, reversed. Text on it stays black.
 RANK_RAMP = [(0.0, (26, 152, 80)), (0.5, (254, 224, 139)), (1.0, (215, 48, 39))]
 CONTROL_FILL = "#d9d9d9"
+BASELINE_FILL = "#c6dbef"  # a fixed-filter baseline (sobel): a reference to beat, not a random init
 MAX_LISTED = 3  # name at most this many missing boards; count them beyond
 
 
@@ -48,7 +49,8 @@ def _cell(row: CrossTaskRow, board: dict[str, Any], analysis: Analysis, prefix: 
     stats = analysis.stats[key]
     value = found["normalised_rank"]
     if found["control"]:
-        place, fill = "control, not ranked: would place at " + short(value), CONTROL_FILL
+        kind, fill = ("baseline", BASELINE_FILL) if found["baseline"] else ("control", CONTROL_FILL)
+        place = f"{kind}, not ranked: would place at " + short(value)
     else:
         place = f"rank {found['rank']} of {found['ranked_count']}"
         if found["run_id"] in stats.groups:
@@ -69,7 +71,7 @@ def headline(value: float | None) -> str:
 
 def _why(row: CrossTaskRow, analysis: Analysis) -> str:
     if row.control:
-        return "control: never aggregated"
+        return f"{'baseline' if row.baseline else 'control'}: never aggregated"
     if not row.missing:
         return ""
     labels = [analysis.stats[b["comparability_key"]].label for b in analysis.columns
@@ -89,7 +91,8 @@ def render_crosstask(analysis: Analysis, prefix: str = "") -> list[str]:
     rows = []
     for row in analysis.rows:
         name = backbone_link(row.backbone_name, prefix, row.label)
-        name += f'{{ data-control="{"true" if row.control else "false"}" }}'
+        name += (f'{{ data-control="{"true" if row.control else "false"}" '
+                 f'data-baseline="{"true" if row.baseline else "false"}" }}')
         present = len(analysis.columns) - len(row.missing)
         rows.append([name, NO_AGGREGATE if row.aggregate is None else short(row.aggregate),
                      f"{present} of {len(analysis.columns)}",

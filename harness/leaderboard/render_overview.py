@@ -34,8 +34,10 @@ READING_GUIDE = [
     "filled in, so two means compare rows only when they cover the same boards: rows are sorted by coverage, "
     "rows missing the same boards side by side, best mean first. Filtering the table by level or dataset "
     "recomputes the means over the boards left.",
-    "- **Controls** (random-init `NAME@random`, and fixed filters such as `sobel`) are grey: never ranked and "
-    "never aggregated; their tooltip says where they would place among the pretrained rows.",
+    "- **Controls** are never ranked and never aggregated; their tooltip says where they would place among "
+    "the pretrained rows. Random-init controls (`NAME@random`) are grey and listed after the pretrained rows; "
+    "fixed-filter **baselines** (`sobel`) are blue and listed among them at their value, as the reference a "
+    "learned feature should beat.",
     "- **Confidence intervals** on task pages are 95% percentile bootstrap intervals of the headline "
     f"metric from the run's per-sample scores ({RESAMPLES} resamples, seeded by the run id and metric, so "
     "every build gives the same interval). Boards whose runs have no per-sample scores show none.",
@@ -81,7 +83,8 @@ def render_index(
     if analysis.columns:
         lines += [
             "Each cell is a row's headline value on a board, coloured by its normalised rank there (green "
-            "best, red worst among the pretrained rows; grey: a control); hover for the rank and tie group, "
+            "best, red worst among the pretrained rows; grey: a random-init control, blue: a fixed-filter "
+            "baseline); hover for the rank and tie group, "
             "click for the board with its intervals. Click a column head to sort; choose a level or dataset "
             f"to narrow the boards. {NO_AGGREGATE}: no result.",
             "",

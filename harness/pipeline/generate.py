@@ -167,8 +167,9 @@ def _collect_and_site() -> dict[str, Any]:
         "site": {
             "cmd": "python -m harness.stages.site",
             # per-sample scores: bootstrap intervals, paired tests and tie groups are computed from them
+            # benchmarks/results: what task pages measure their boards against (harness.leaderboard.references)
             "deps": [paths.CORPUS.as_posix(), paths.FAILED_CORPUS.as_posix(), "results",
-                     RELEASES_FOLDER.as_posix(), fingerprints.role_file("site")],
+                     RELEASES_FOLDER.as_posix(), "benchmarks/results", fingerprints.role_file("site")],
             "outs": [{f"docs/{name}": keep} for name in
                      ("index.md", "agreement.md", "proxy.md", "compare.md", "downloads.md", "changelog.md", "tasks",
                       "levels", "backbones", "runs", "plots", "downloads")],
