@@ -297,6 +297,8 @@ def test_rendering_is_deterministic(corpus):
         "runs/depth/resnet18-at-random-depth-nyuv2.md",
         "runs/classification/resnet50-classification-cifar10.md", "runs/depth/resnet50-depth-nyuv2.md",
         "tasks/classification.md", "tasks/depth.md",
+        # one interval chart per board: fp32 and bf16 classification, depth
+        *(f"plots/boards/{key}.svg" for key in {comparability_key(r) for r in corpus if r.k_shot is None}),
     ])
     # Pages carry the header on their first line, or inside their front matter; data files have no room for it.
     texts = {name: text for name, text in pages.items() if not name.startswith(("downloads/", "plots/data/"))}

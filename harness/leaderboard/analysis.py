@@ -108,6 +108,11 @@ class Analysis:
     def board(self, key: str) -> dict[str, Any]:
         return next(b for b in self.boards if b["comparability_key"] == key)
 
+    def sample_ids(self, board: dict[str, Any]) -> list[str] | None:
+        """The per-sample ids a board's runs share (paired tests hold them equal), or None without samples."""
+        return next((self.samples[row["run_id"]].ids for row in board["rows"]
+                     if row["run_id"] in self.samples and self.samples[row["run_id"]].ids), None)
+
     @property
     def agreement_columns(self) -> list[dict[str, Any]]:
         """The columns that share at least MIN_CORRELATION_N pretrained rows with another column: the only

@@ -22,6 +22,8 @@ from harness.leaderboard import db, db_compare, db_fewshot, db_summaries, downlo
 from harness.leaderboard.analysis import analyse
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
 from harness.leaderboard.plots import agreement_svg
+from harness.leaderboard.plots_boards import board_interval_svg
+from harness.leaderboard.plots_boards import figure_path as board_figure_path
 from harness.leaderboard.plots_fewshot import curve_svg
 from harness.leaderboard.proxy_validity import CSV_COLUMNS, csv_rows, proxy_fits
 from harness.leaderboard.references import reference_lines
@@ -100,6 +102,10 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     if analysis.agreement_columns:
         pages["plots/agreement.svg"] = agreement_svg(analysis)
     pages.update(proxy_figures(analysis, fits))
+    for board in analysis.boards:
+        chart = board_interval_svg(board, analysis)
+        if chart is not None:
+            pages[board_figure_path(board["comparability_key"])] = chart
     codes = {key: stats.code for key, stats in analysis.stats.items()}
     pages.update(plot_data.board_distributions(con, codes))
     pages.update(plot_data.curve_data(curves))

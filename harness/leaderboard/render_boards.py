@@ -10,6 +10,7 @@ from harness.leaderboard.analysis import Analysis, BoardStats
 from harness.leaderboard.chance import chance_rows
 from harness.leaderboard.markdown import (
     MISSING,
+    attribute,
     backbone_link,
     board_anchor,
     board_link,
@@ -29,6 +30,7 @@ from harness.leaderboard.markdown import (
     with_interval,
 )
 from harness.leaderboard.plot_data import board_distribution_path
+from harness.leaderboard.plots_boards import figure_path
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
 
@@ -78,22 +80,19 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
                      stats.groups.get(row["run_id"], MISSING),
                      *(number(row["metrics"].get(n)) for n in others),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
-    chances = chance_rows(board, _sample_ids(board, analysis))
+    chances = chance_rows(board, analysis.sample_ids(board))
     for chance in chances:
         rows.append(["chance", cell(f"chance: {chance.predictor}"), number(chance.metrics.get(headline)), MISSING,
                      *(number(chance.metrics.get(n)) for n in others), "analytic"])
     lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
+    if any(row["metrics"].get(headline) is not None for row in board["rows"]):  # what plots_boards draws
+        lines += [f"![{attribute(stats.label)}: {cell(headline)} per row with its 95% interval]"
+                  f"(../{figure_path(board['comparability_key'])}){{ .vb-figure }}", ""]
     if chances:
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
     return lines + _adjacent_tests(board, stats) + _identity(board, stats)
-
-
-def _sample_ids(board: dict[str, Any], analysis: Analysis) -> list[str] | None:
-    """The per-sample ids a board's runs share (paired tests hold them equal), or None without samples."""
-    return next((analysis.samples[row["run_id"]].ids for row in board["rows"]
-                 if row["run_id"] in analysis.samples and analysis.samples[row["run_id"]].ids), None)
 
 
 def _identity(board: dict[str, Any], stats: BoardStats) -> list[str]:

@@ -1,0 +1,95 @@
+"""A board's interval chart, drawn with `svg`: each row's headline value with its 95% bootstrap interval.
+
+One line per board row, in the board's order (ranked rows and baselines by value, then random-init controls):
+a dot at the value and a whisker over the interval (none where the run has no per-sample scores). Ranked rows
+are coloured by tie group (the Okabe–Ito palette, group A first), a fixed-filter baseline blue-grey and a
+random-init control grey; an analytic chance row, where the protocol has one, is a dashed vertical line. The
+axis spans every value and interval shown, so what overlaps on the chart overlaps in the numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.leaderboard.analysis import Analysis
+from harness.leaderboard.chance import chance_rows
+from harness.leaderboard.markdown import GENERATED_HEADER
+from harness.leaderboard.plots_fewshot import AXIS_STROKE, FONT, GRID_STROKE, PAD, PALETTE, nice_ticks
+from harness.leaderboard.svg import Svg, text_width
+
+ROW_H = 22.0
+PLOT_W = 420.0
+CONTROL_COLOUR, BASELINE_COLOUR, CHANCE_COLOUR = "#999999", "#6b8fb3", "#555555"
+FOLDER = "plots/boards"
+
+
+def figure_path(key: str) -> str:
+    """Where a board's chart goes, relative to docs/."""
+    return f"{FOLDER}/{key}.svg"
+
+
+def _rows(board: dict[str, Any], analysis: Analysis) -> list[dict[str, Any]]:
+    headline, stats = board["headline_metric"], analysis.stats[board["comparability_key"]]
+    groups = sorted(set(stats.groups.values()))
+    rows = []
+    for row in board["rows"]:
+        value = row["metrics"].get(headline)
+        if value is None:
+            continue
+        interval = analysis.intervals.get((row["run_id"], headline))
+        group = stats.groups.get(row["run_id"])
+        if row["control"]:
+            colour, kind = (BASELINE_COLOUR, "baseline") if row["baseline"] else (CONTROL_COLOUR, "control")
+        else:
+            colour = PALETTE[groups.index(group) % len(PALETTE)] if group in groups else PALETTE[0]
+            kind = f"rank {row['rank']}" + (f", tie group {group}" if group else "")
+        rows.append({"label": row["row_label"], "value": value, "interval": interval, "colour": colour,
+                     "kind": kind})
+    return rows
+
+
+def board_interval_svg(board: dict[str, Any], analysis: Analysis) -> str | None:
+    """The chart, or None for a board with no headline value to draw."""
+    rows = _rows(board, analysis)
+    if not rows:
+        return None
+    headline, stats = board["headline_metric"], analysis.stats[board["comparability_key"]]
+    chances = [(c.predictor, c.metrics[headline]) for c in chance_rows(board, analysis.sample_ids(board))]
+    values = [v for r in rows for v in ([r["value"]] if r["interval"] is None
+                                        else [r["value"], r["interval"].low, r["interval"].high])]
+    values += [v for _, v in chances]
+    ticks, decimals = nice_ticks(min(values), max(values))
+    low, high = ticks[0], ticks[-1]
+    label_w = max(text_width(r["label"], FONT) for r in rows) + 2 * PAD
+    title = f"{stats.code} {stats.label}: {headline}, 95% interval"
+    top = 30.0
+    bottom = top + len(rows) * ROW_H + 6
+    legend = [f"{name}: chance ({value:.{decimals + 1}f})" for name, value in chances]
+    width = max(label_w + PLOT_W + 2 * PAD, text_width(title, FONT) + 2 * PAD)
+    height = bottom + 28 + 18 * len(legend) + PAD
+    svg = Svg(width, height, f"{stats.title}: {headline} per row with its 95% bootstrap interval", GENERATED_HEADER)
+    svg.text(PAD, 18, title, FONT, bold=True)
+
+    def x_of(value: float) -> float:
+        return label_w + (value - low) / (high - low) * PLOT_W if high > low else label_w + PLOT_W / 2
+
+    for tick in ticks:
+        svg.line(x_of(tick), top, x_of(tick), bottom, GRID_STROKE)
+        svg.text(x_of(tick), bottom + 16, f"{tick:.{decimals}f}", FONT, "middle")
+    svg.line(label_w, bottom, label_w + PLOT_W, bottom, AXIS_STROKE)
+    for _, value in chances:
+        svg.polyline([(x_of(value), top), (x_of(value), bottom)], CHANCE_COLOUR, width=1.0, dashed=True)
+    for i, row in enumerate(rows):
+        y = top + (i + 0.5) * ROW_H
+        svg.text(label_w - 6, y + 4, row["label"], FONT, "end")
+        interval = row["interval"]
+        tip = f"{row['label']}: {headline} {row['value']:.4f}"
+        if interval is not None:
+            tip += f" [{interval.low:.4f}, {interval.high:.4f}]"
+            svg.line(x_of(interval.low), y, x_of(interval.high), y, row["colour"])
+            for end in (interval.low, interval.high):
+                svg.line(x_of(end), y - 4, x_of(end), y + 4, row["colour"])
+        svg.circle(x_of(row["value"]), y, 4.0, row["colour"], f"{tip}; {row['kind']}")
+    for j, text in enumerate(legend):
+        svg.text(PAD, bottom + 36 + 18 * j, text, FONT, fill=CHANCE_COLOUR)
+    return svg.render()
