@@ -223,3 +223,42 @@ def test_limit_per_class_keeps_the_first_images_by_content_hash(tmp_path):
     assert len(manifest.items) == 8 and manifest.params["limit_per_class"] == 2
     again = prepare_image_folder("mine", tmp_path / "out2", str(root), limit_per_class=2)
     assert manifest.identity == again.identity
+
+
+# -- a layout the spec does not describe, refused before any stage runs ------------------------------------------
+
+
+def test_a_class_only_folder_without_per_class_is_refused_before_any_stage(tmp_path, monkeypatch):
+    """extend.md's first example once ran 29 s and failed six runs: a `<class>/<image>` folder listed without
+    per_class. The CLI now names the fix in one line and exits 2 before DVC runs anything."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = tmp_path / "photos"
+    for label in range(2):
+        (root / f"class{label}").mkdir(parents=True)
+        for index in range(3):
+            Image.fromarray(_noise(10 * label + index)).save(root / f"class{label}" / f"{index}.png")
+    repo = Path(__file__).resolve().parents[1]
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["datasets"] = {"mine": {"kind": "image_folder", "root": str(root)}}
+    params["grids"] = {"mine": {"backbones": ["resnet18.random"], "tasks": {"classification": "mine"}}}
+    params["checkpoints"] = {}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "harness").symlink_to(repo / "harness")  # the pipeline's code fingerprints read it from the project
+    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "grid=mine"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "dataset mine: no images found in" in out.stderr and "add per_class: {train: N, val: M}" in out.stderr
+    assert "dvc repro" not in out.stdout + out.stderr and not (tmp_path / "data").exists()
+
+
+def test_check_layout_accepts_either_layout_as_its_spec_says(tmp_path):
+    from harness.datasets.image_folder import check_layout
+
+    nested = _folder(tmp_path / "nested")
+    assert check_layout("d", str(nested)) is None
+    assert "drop per_class" in check_layout("d", str(nested), per_class={"train": 1, "val": 1})
+    assert check_layout("d", str(tmp_path / "absent")) is None  # the grid is skipped as lacking its data

@@ -94,6 +94,12 @@ def run_grid(overrides: dict) -> int:
     executor = check_executor(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
+    from harness.pipeline.checks import layout_problems
+
+    # a folder the selected datasets read, in a layout its spec does not describe: refused before any stage
+    problems = layout_problems(params, list(dict.fromkeys(run.dataset for run in runs)))
+    if problems:
+        raise ConfigError("; ".join(problems))
     devices = _check_devices(overrides, params.settings.device, executor)
     if "probes" in overrides:  # checked against the selected runs' probes before anything is planned or run
         from harness.executors.experiments import validated_overrides

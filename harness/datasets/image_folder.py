@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from harness.core.hashing import sha256_file
 from harness.datasets.decode import ImageDecodeError, decode_rgb
@@ -50,6 +50,9 @@ def prepare_image_folder(
     if split_fractions is not None and (not split_fractions or any(f <= 0 for f in split_fractions.values())):
         raise DatasetError(f"dataset {name}: split_fractions must be positive fractions, e.g. {{train: 0.5, val: 0.5}}")
     per_split = per_class or split_fractions
+    problem = check_layout(name, root, per_class, split_fractions)
+    if problem is not None:
+        raise DatasetError(problem)
     if per_split is None:
         splits = [s.name for s in _folders(base)]
         classes = sorted({c.name for s in splits for c in _folders(base / s)})
@@ -154,6 +157,23 @@ def _first(files: list[Path], limit: int | None) -> list[Path]:
     if limit is None:
         return files
     return sorted(files, key=lambda f: (sha256_file(f), f.name))[:limit]
+
+
+def check_layout(name: str, root: str, per_class: dict[str, int] | None = None,
+                 split_fractions: dict[str, float] | None = None, **_: Any) -> str | None:
+    """Why the folder cannot give a dataset in the layout its spec says (no image where that layout puts them,
+    most often the other layout), in one line naming the fix; None when it can, or when the folder is absent
+    (the grid is then skipped as lacking its data). Reads folder listings only, no image: the CLI calls it
+    before any stage runs (harness.pipeline.checks.layout_problems), and prepare before it indexes."""
+    base = Path(root)
+    if not base.is_dir():
+        return None
+    per_split = per_class or split_fractions
+    where = [c for s in _folders(base) for c in _folders(s)] if per_split is None else _folders(base)
+    if any(_images(folder) for folder in where):
+        return None
+    return (f"dataset {name}: no images found in {base}{_layout_hint(base, per_split)}; "
+            f"layouts understood: {'; '.join(LAYOUTS)}")
 
 
 def _layout_hint(base: Path, per_class: dict[str, int] | dict[str, float] | None) -> str:

@@ -84,6 +84,27 @@ def check_params(params: Params) -> None:
         raise ConfigError("no dataset kinds are registered")
 
 
+def layout_problems(params: Params, datasets: list[str]) -> list[str]:
+    """What the datasets' folders lack for the layout their spec says, one line each, found before any stage runs.
+    A dataset kind opts in by defining `check_layout(name, **spec) -> str | None` in the module that registers it
+    (`harness.datasets.image_folder`); it reads folder listings only. Not part of `check_params`, whose verdict is
+    cached on params.yaml and the code: a folder can change between two runs with neither changing."""
+    import importlib
+
+    from harness.datasets.kinds import DATASET_KINDS
+
+    problems = []
+    for name in datasets:
+        spec = dict(params.datasets[name])
+        kind = spec.pop("kind")
+        DATASET_KINDS.get(kind)  # imports the registering module
+        check = getattr(importlib.import_module(DATASET_KINDS.module_of(kind)), "check_layout", None)
+        problem = check(name, **spec) if check is not None else None
+        if problem:
+            problems.append(problem)
+    return problems
+
+
 def grid_requirements(params: Params, grid: str) -> dict[str, str]:
     """Paths a grid needs that a checkout may lack, each with the params.yaml key that names it: its datasets'
     folders (of the grid that extracts them) and the configured checkpoints of its pretrained backbones."""
