@@ -170,3 +170,17 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
 
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_documented_score_command_ranks_the_plugin_beside_the_board(followed):
+    clone, done = followed
+    assert done.returncode == 0
+    command = documented_blocks()["score"].strip().split()
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "NO_MKDOCS_2_WARNING": "1"}
+    scored = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
+    assert scored.returncode == 0, scored.stdout[-3000:] + scored.stderr[-3000:]
+    rows = [line for line in scored.stdout.splitlines() if line.startswith("| ")]
+    assert any("[tiny_net@random@yours](" in row for row in rows), scored.stdout
+    assert any("[efficientnet_lite0](" in row for row in rows)  # the committed rows are there too
+    assert subprocess.run(["git", "status", "--porcelain", "--", "leaderboard", "results"], cwd=clone,
+                          capture_output=True, text=True).stdout == ""  # never the corpus

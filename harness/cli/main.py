@@ -20,6 +20,8 @@
     visbench-harness release v1                        freeze the current downloads as docs/releases/v1
     visbench-harness task=classification backbone=efficientnet_lite0 data=PATH [limit=N] [stems=DIR]
                                                        your own data, without DVC, into user/ (never the corpus)
+    visbench-harness score backbone=NAME board=B-1550   your backbone on a committed board's task, data and
+                                                       protocol, ranked beside its rows (user/, never the corpus)
     visbench-harness promote run=RUN_ID                add a user run's dataset and grid to params.yaml
     visbench-harness publish run=RUN_ID to=DIR|dvc:REMOTE|hub:REPO
                                                        a trained head, its record and a model card
@@ -51,7 +53,7 @@ RUN_KEYS = ["backbone", "build_site", "device", "devices", "dry_run", "executor"
 USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.cli.user), not through DVC
 RUN_BOOLEANS = ("build_site", "dry_run")
 VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
-COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "site", "verify"]
+COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "score", "site", "verify"]
 
 
 def _dvc(*args: str) -> int:
@@ -307,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
             release.run(args[0])
             return build_html()
-        if command in ("cache", "promote", "publish"):
+        if command in ("cache", "promote", "publish", "score"):
             from harness.cli import user as user_cli
 
             return user_cli.COMMANDS[command](args)

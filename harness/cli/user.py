@@ -105,6 +105,37 @@ def promote_command(args: list[str]) -> int:
     return 0
 
 
+def score_command(args: list[str]) -> int:
+    """`score backbone=NAME board=B-xxxx [layers=…] [device=…] [build_site=false]`: your backbone on a committed
+    board's exact task, data and protocol, ranked beside its rows (harness.user.score); never the corpus."""
+    from harness.api import RunFailed, checked_device
+    from harness.leaderboard.render import rendered_pages
+    from harness.user.runs import collect_user, render_user_site
+    from harness.user.score import YOURS, beside_boards, board_table, find_board, score
+
+    overrides = parse_overrides(args, ["backbone", "board", "build_site", "device", "layers"], ("build_site",))
+    missing = [key for key in ("backbone", "board") if key not in overrides]
+    if missing:
+        raise ConfigError(f"score needs {' and '.join(k + '=' for k in missing)} (backbone=NAME board=B-xxxx; "
+                          "`visbench-harness score backbone=NAME board=?` lists the boards)")
+    (backbone,) = _backbones(overrides["backbone"])  # a plugin's too; one backbone per call
+    find_board(overrides["board"])  # an unknown board: one line listing them, before any work
+    device = checked_device(overrides["device"]) if "device" in overrides else None
+    try:
+        mine, board = score(backbone, overrides["board"], layers=overrides.get("layers"), device=device)
+    except RunFailed as error:
+        log.error("score: %s on %s failed: %s", backbone, overrides["board"], error)
+        return 1
+    pages = rendered_pages(beside_boards([mine]))
+    print(f"{board.describe()}, with {mine.backbone_name}{YOURS} ranked beside its committed rows:")
+    print("\n".join(board_table(pages, board)))
+    records = collect_user()
+    if overrides.get("build_site", True):
+        render_user_site(records)
+        print("the same board, with its chart and paired tests, in the user site: mkdocs build -f user/mkdocs.yml")
+    return 0
+
+
 def publish_command(args: list[str]) -> int:
     from harness.heads.publish import PublishError, publish
 
@@ -143,5 +174,5 @@ def cache_command(args: list[str]) -> int:
 
 
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "cache": cache_command, "promote": promote_command, "publish": publish_command,
+    "cache": cache_command, "promote": promote_command, "publish": publish_command, "score": score_command,
 }

@@ -105,8 +105,10 @@ def collect_user() -> list[Record]:
 def render_user_site(records: list[Record]) -> list[Path]:
     """user/docs from user/corpus.jsonl, with the leaderboard's renderer, and the mkdocs config that builds it."""
     from harness.leaderboard import render_site
+    from harness.user.score import beside_boards
 
-    written = render_site(records, USER_DOCS) if records else []
+    # your runs, and the committed rows of every board they land on (harness.user.score)
+    written = render_site(beside_boards(records), USER_DOCS) if records else []
     config = MKDOCS_CONFIG
     # the leaderboard's table sorter, from this project or the harness's own checkout; without it, no sorting
     sources = [paths.DOCS / TABLESORT, Path(__file__).resolve().parents[2] / "docs" / TABLESORT]

@@ -1,0 +1,116 @@
+"""Your backbone beside a committed board: `visbench-harness score backbone=NAME board=B-1550` (or `harness.score`).
+
+The board's own task, dataset (a params.yaml dataset: the same contents, so the same dataset identity), split,
+protocol parameters and pooling come from its committed records; the run goes through `harness.run` into the user
+workspace (user/), never into the corpus. The board is then ranked again with your row in it, by the
+leaderboard's own code (intervals from per-sample scores, paired bootstrap tests, tie groups), and printed; the
+user site (user/docs) shows every board your user runs land on with the committed rows beside them.
+
+Your rows are named `NAME@yours` and their run ids start `yours_`, so a backbone already on the board shows twice,
+once as committed and once as yours. `promote run=RUN_ID` remains the way onto the leaderboard itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.api import DEFAULT_WORKSPACE
+from harness.core import paths
+from harness.core.config import ConfigError
+from harness.leaderboard.comparability import comparability_fields, comparability_key
+from harness.leaderboard.markdown import page_stem
+from harness.runs.records import Record, read_records
+
+log = logging.getLogger("visbench")
+YOURS = "@yours"  # appended to your rows' backbone names when they stand beside committed ones
+RUN_PREFIX = "yours_"
+
+
+@dataclass(frozen=True)
+class Board:
+    key: str  # comparability key
+    records: list[Record]  # its committed full-split records
+
+    @property
+    def code(self) -> str:
+        return f"B-{self.key[:4]}"
+
+    @property
+    def first(self) -> Record:
+        return self.records[0]
+
+    def describe(self) -> str:
+        record = self.first
+        return f"{self.code} {record.task} on {record.dataset.name} ({record.dataset.split}), {record.protocol}"
+
+
+def committed_boards(corpus: list[Record] | None = None) -> dict[str, Board]:
+    """Every board of the committed corpus by comparability key (full-split ok runs; few-shot runs are on none)."""
+    corpus = read_records(paths.CORPUS) if corpus is None else corpus
+    grouped: dict[str, list[Record]] = {}
+    for record in corpus:
+        if record.status == "ok" and record.k_shot is None and record.dataset is not None:
+            grouped.setdefault(comparability_key(record), []).append(record)
+    return {key: Board(key, records) for key, records in sorted(grouped.items())}
+
+
+def find_board(spec: str, corpus: list[Record] | None = None) -> Board:
+    """A board by its code (`B-1550`) or a prefix of its comparability key; a one-line error listing the boards
+    otherwise."""
+    boards = committed_boards(corpus)
+    prefix = spec.removeprefix("B-").removeprefix("b-").lower()
+    found = [board for key, board in boards.items() if prefix and key.startswith(prefix)]
+    if len(found) == 1:
+        return found[0]
+    listed = "; ".join(board.describe() for board in boards.values()) or "none (the corpus is empty)"
+    what = "matches several boards" if found else "is no board of the committed corpus"
+    raise ConfigError(f"board={spec} {what}; boards: {listed}")
+
+
+def score(backbone: str, board: str, *, layers: object = None, device: str | None = None,
+          workspace: str | Path = DEFAULT_WORKSPACE) -> tuple[Record, Board]:
+    """Run `backbone` on the board's task, dataset and protocol into `workspace`; (your record, the board). A run
+    that lands on another board (your copy of the dataset differs, say) is refused, naming what differs."""
+    from harness.api import run
+
+    target = find_board(board)
+    record = target.first
+    options: dict[str, object] = {**record.protocol_params, "layers": layers}
+    if record.feature_mode == "pooled":
+        options["pooling"] = record.pooling_requested
+    log.info("score: %s on %s", backbone, target.describe())
+    result = run(backbone, record.task, record.dataset.name, workspace=workspace, device=device, **options)
+    mine = result.record
+    if comparability_key(mine) != target.key:
+        theirs, ours = comparability_fields(record), comparability_fields(mine)
+        differ = ", ".join(f"{name} ({theirs.get(name)!r} on the board, {ours.get(name)!r} here)"
+                           for name in sorted(set(theirs) | set(ours)) if theirs.get(name) != ours.get(name))
+        raise ConfigError(f"{backbone} ran, but not on {target.code}: {differ}; the run is in {result.record_path}")
+    return mine, target
+
+
+def beside_boards(user: list[Record], corpus: list[Record] | None = None) -> list[Record]:
+    """What the user site renders: your records, renamed so they never collide with a committed run, with every
+    committed record of each board they land on (per-sample paths are project-relative on both sides)."""
+    boards = committed_boards(corpus)
+    mine, theirs = [], []
+    for record in user:
+        key = comparability_key(record)
+        if key in boards:
+            theirs += [r for r in boards[key].records if r not in theirs]
+            named = record.backbone_name + YOURS
+            backbone = record.backbone.model_copy(update={"name": named}) if record.backbone else None
+            record = record.model_copy(update={"run_id": RUN_PREFIX + record.run_id, "backbone_name": named,
+                                               "backbone": backbone})
+        mine.append(record)
+    return [*theirs, *mine]
+
+
+def board_table(pages: dict[str, str | bytes], board: Board) -> list[str]:
+    """The board's table as the site renders it (rank, row, headline with its interval, tie group, …)."""
+    page = pages[f"tasks/{page_stem(board.first.task)}.md"]
+    assert isinstance(page, str)
+    section = page.split(f"{{ #board-{board.key} }}", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("|")]
