@@ -48,7 +48,8 @@ class Board:
 
 def committed_boards(corpus: list[Record] | None = None) -> dict[str, Board]:
     """Every board of the committed corpus by comparability key (full-split ok runs; few-shot runs are on none)."""
-    corpus = read_records(paths.CORPUS) if corpus is None else corpus
+    if corpus is None:  # a project that has never collected a run has no boards
+        corpus = read_records(paths.CORPUS) if paths.CORPUS.is_file() else []
     grouped: dict[str, list[Record]] = {}
     for record in corpus:
         if record.status == "ok" and record.k_shot is None and record.dataset is not None:
