@@ -39,7 +39,11 @@ def assert_samples_consistent(result: ProbeResult, ids: list[str], unit: str, co
     for name, column in result.samples.items():
         assert column.shape == (len(ids),) and column.dtype == np.float64, name
         assert np.isclose(column.mean(), result.metrics[name], rtol=0, atol=1e-12), name
-        if name != "mean_error_px":
+        if name == "mean_error_px":
+            assert (column >= 0).all(), name
+        elif name.startswith("auc@"):  # a share of the PCK curve's area
+            assert ((column >= 0) & (column <= 1)).all(), name
+        else:
             assert set(np.unique(column)) <= {0.0, 1.0}, name
 
 
@@ -250,10 +254,17 @@ def _run_correspondence(manifest: Manifest, table: dict) -> dict[str, float]:
     thresholds = p["thresholds_px"]
     assert get_probe("correspondence").headline in result.metrics
     columns = {f"pck@{t:g}" for t in thresholds} | {f"ceiling_pck@{t:g}" for t in thresholds} | {"mean_error_px"}
+    columns |= {f"auc@{max(thresholds):g}"}
     assert_samples_consistent(result, ids, "point", columns)
     assert set(result.metrics) == columns
     error = result.samples["mean_error_px"]
     assert (error >= 0).all()
+    # auc@T: the PCK curve over [0, T] px integrated numerically, per point, divided by T
+    top = max(thresholds)
+    steps = np.linspace(0.0, top, 4001)
+    curve = (error[:, None] <= steps[None, :]).astype(np.float64)
+    integral = ((curve[:, 1:] + curve[:, :-1]) / 2 * np.diff(steps)).sum(axis=1) / top
+    assert np.allclose(result.samples[f"auc@{top:g}"], integral, atol=2 * top / 4000 / top)
     for t in thresholds:
         assert np.array_equal(result.samples[f"pck@{t:g}"], (error <= t).astype(np.float64))
         # a prediction within t px is a cell centre within t px, so no point beats its ceiling
@@ -286,6 +297,37 @@ def test_identity_pairs_with_identical_features_reach_the_ceiling():
     assert metrics["ceiling_pck@16"] == metrics["ceiling_pck@32"] == 1.0
     assert 0.0 < metrics["ceiling_pck@8"] < 1.0
     assert metrics["mean_error_px"] <= 8 * np.sqrt(2)
+
+
+def _filtered(manifest: Manifest, table: dict, **filters) -> ProbeResult:
+    params = validate_probe_params("correspondence", {**CORRESPONDENCE_PARAMS, **filters})
+    return get_probe("correspondence").run(ProbeInputs(manifest, lambda item: table[item.path], params, 0, GEOMETRY))
+
+
+def test_mutual_and_ratio_filters_keep_unambiguous_matches_and_leave_the_unfiltered_scores():
+    grid = 14
+    one_hot = np.eye(grid * grid, dtype=np.float32).reshape(grid * grid, grid, grid)  # every cell unique
+    manifest = _pair_manifest([np.eye(3), np.eye(3)])
+    unique = {item.path: one_hot for item in manifest.items}
+    plain = _run_correspondence(manifest, unique)
+    both = _filtered(manifest, unique, mutual=True, ratio=0.95)
+    for name, value in plain.items():  # the unfiltered scores are the same numbers
+        assert both.metrics[name] == value
+    points = len(both.sample_ids)
+    kept = both.samples["match_rate"].astype(bool)
+    assert kept.any()
+    for t in (8, 16, 32):
+        correct = kept & (both.samples["mean_error_px"] <= t)
+        assert np.array_equal(both.samples[f"matched_pck@{t}"], correct.astype(np.float64))
+        assert both.metrics[f"precision@{t}"] == correct.sum() / kept.sum()
+    assert both.metrics["num_matches"] == kept.sum() / 2 and both.metrics["match_rate"] == kept.sum() / points
+    # the same features everywhere: every match ties with every other, so the ratio test accepts none, and the
+    # mutual check only the points in the one cell every query falls back to
+    constant = {item.path: np.ones((8, grid, grid), np.float32) for item in manifest.items}
+    assert _filtered(manifest, constant, ratio=0.9).metrics["match_rate"] == 0.0
+    assert _filtered(manifest, constant, mutual=True).metrics["match_rate"] < 0.05
+    # filters left out of params.yaml are left out of the recorded parameters: the board keeps its key
+    assert "mutual" not in CORRESPONDENCE_PARAMS and "ratio" not in CORRESPONDENCE_PARAMS
 
 
 def test_identical_random_features_reach_the_ceiling():
