@@ -370,3 +370,19 @@ def test_an_interrupt_is_one_line_and_exit_130(capsys, monkeypatch):
     monkeypatch.setattr(cli, "run_grid", interrupted)
     code, _, err = _main(capsys, "grid=default")
     assert code == 130 and err.startswith("visbench-harness: interrupted.") and len(err.strip().splitlines()) == 1
+
+
+def test_an_override_of_a_key_params_yaml_leaves_at_its_default_is_added_with_a_plus(repo_root):
+    """DVC's -S (Hydra's grammar) refuses to set a key the file lacks unless it is written `+key=value`: an opt-in
+    parameter (correspondence's `mutual`, `ratio`) is such a key, one params.yaml already has is not."""
+    from harness.core.config import load_params
+    from harness.executors.experiments import validated_overrides
+    from harness.pipeline.plan import select_runs
+
+    params = load_params()
+    runs, _ = select_runs(params, grid="default", task="correspondence")
+    assert "mutual" not in params.probes["correspondence"]
+    assert validated_overrides(params, runs, {"correspondence.mutual": True, "correspondence.margin": 0.2}) == [
+        "probes.correspondence.margin=0.2", "+probes.correspondence.mutual=true"]
+    with pytest.raises(ConfigError, match="ratio: Input should be less than or equal to 1"):
+        validated_overrides(params, runs, {"correspondence.ratio": 2})

@@ -25,7 +25,7 @@ log = logging.getLogger("visbench")
 
 def validated_overrides(params: Params, runs: list[Run], overrides: dict[str, Any]) -> list[str]:
     """`-S` arguments (`probes.T.P=V`), each checked against the probe's schema with the value applied."""
-    from harness.probes import validate_probe_params
+    from harness.probes import get_probe, validate_probe_params
 
     selected_tasks = {run.task for run in runs}
     settings = []
@@ -35,15 +35,17 @@ def validated_overrides(params: Params, runs: list[Run], overrides: dict[str, An
             raise ConfigError(f"probes.{dotted}: no probes.{task} block in params.yaml")
         if task not in selected_tasks:
             raise ConfigError(f"probes.{dotted}: no selected run is a {task} run; add task={task}")
-        if key not in params.probes[task]:
-            valid = ", ".join(params.probes[task])
+        schema = get_probe(task).params.model_fields  # a key params.yaml leaves at its default may be set too
+        if key not in params.probes[task] and key not in schema:
+            valid = ", ".join(dict.fromkeys([*params.probes[task], *schema]))
             raise ConfigError(f"probes.{dotted}: probes.{task} has no key {key!r}; valid keys: {valid}")
         try:
             validate_probe_params(task, {**params.probes[task], key: value})
         except ValueError as error:
             raise ConfigError(str(error)) from None
         spelled = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
-        settings.append(f"probes.{dotted}={spelled}")
+        # DVC's -S (Hydra's override grammar) adds a key params.yaml does not have only when told to, with `+`
+        settings.append(f"{'' if key in params.probes[task] else '+'}probes.{dotted}={spelled}")
     return settings
 
 
