@@ -8,7 +8,8 @@ from sklearn.linear_model import Ridge
 
 from harness.probes import get_probe
 from harness.probes.base import validate_probe_params
-from harness.probes.counting import count_scores, ridge_fit, visible_count
+from harness.probes.counting import count_scores, visible_count
+from harness.probes.pooled_regression import ridge_fit
 
 
 def test_the_count_is_the_objects_with_a_visible_pixel():
@@ -45,3 +46,11 @@ def test_the_probe_declares_its_protocol():
     assert spec.higher_is_better({"mae": 1.0, "exact": 0.5}) == {"mae": False, "exact": True}
     with pytest.raises(ValueError, match="alpha"):
         validate_probe_params("counting", {"train_split": "train", "eval_split": "val", "alpha": -1})
+
+
+def test_ridge_fits_several_outputs_at_once_as_scikit_learn_does():
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((15, 30)), rng.standard_normal((15, 3))
+    weights, intercept = ridge_fit(x, y, 2.0)
+    reference = Ridge(alpha=2.0, fit_intercept=True, solver="cholesky").fit(x, y)
+    assert np.allclose(weights.T, reference.coef_, atol=1e-8) and np.allclose(intercept, reference.intercept_)

@@ -5,7 +5,8 @@ The target is exact: the number of distinct objects with at least one visible pi
 another or outside the frame is not counted. The features are the frozen dense map (the same read as the dense
 probes: `fit: squash`, the layers asked for), mean-pooled over its cells to one vector per image, standardised
 with the training split's statistics and fitted by ridge regression (closed form, `alpha`, intercept not
-penalised) on the training split; the prediction is evaluated on `eval_split`.
+penalised; `harness.probes.pooled_regression`) on the training split; the prediction is evaluated on
+`eval_split`.
 
 Metrics, each the mean of a per-image column (unit "image"): `mae` (|prediction − count|, the headline; lower is
 better), `exact` (the prediction rounded to the nearest whole number equals the count), `off_by_one` (rounded, it
@@ -18,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, NonNegativeFloat
 
-from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, floored_std, register_probe
+from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
 from harness.probes.dense.targets import load_target
+from harness.probes.pooled_regression import pooled_features, ridge_fit, standardised
 
 INSTANCE = "instance"  # the scenes' per-pixel object index map (harness.datasets.scenes)
 
@@ -37,18 +39,6 @@ def visible_count(instance: np.ndarray) -> int:
     return int((values != 0).sum())
 
 
-def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
-    """(weights, intercept) minimising |y − x·w − b|² + alpha·|w|², with b unpenalised (x and y centred)."""
-    x_mean, y_mean = x.mean(axis=0), float(y.mean())
-    xc, yc = x - x_mean, y - y_mean
-    # the dual form (n×n) when there are fewer images than channels, as here: the same solution
-    if xc.shape[0] < xc.shape[1]:
-        weights = xc.T @ np.linalg.solve(xc @ xc.T + alpha * np.eye(xc.shape[0]), yc)
-    else:
-        weights = np.linalg.solve(xc.T @ xc + alpha * np.eye(xc.shape[1]), xc.T @ yc)
-    return weights, y_mean - float(x_mean @ weights)
-
-
 def count_scores(predicted: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
     """The per-image columns (see the module docstring)."""
     rounded = np.rint(predicted)
@@ -64,17 +54,12 @@ def run_counting(inputs: ProbeInputs) -> ProbeResult:
         raise ValueError(f"counting needs at least 2 {p['train_split']} images and 1 {p['eval_split']} image; "
                          f"got {len(train)} and {len(test)}")
 
-    def pooled(items: list) -> np.ndarray:
-        maps = (np.asarray(inputs.features(item)) for item in items)
-        return np.stack([dense.reshape(dense.shape[0], -1).mean(axis=1) for dense in maps]).astype(np.float64)
-
     def counts(items: list) -> np.ndarray:
         return np.array([visible_count(load_target(manifest, item, INSTANCE)) for item in items], dtype=np.float64)
 
-    x_train, x_test = pooled(train), pooled(test)
-    mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0)).astype(np.float64)
-    weights, intercept = ridge_fit((x_train - mean) / std, counts(train), float(p.get("alpha", 1.0)))
-    predicted = ((x_test - mean) / std) @ weights + intercept
+    x_train, x_test = standardised(pooled_features(inputs, train), pooled_features(inputs, test))
+    weights, intercept = ridge_fit(x_train, counts(train), float(p.get("alpha", 1.0)))
+    predicted = x_test @ weights + intercept
     columns = count_scores(predicted, counts(test))
     metrics = {name: float(column.mean()) for name, column in columns.items()}
     return ProbeResult(metrics, [item.path for item in test], columns, unit="image")
