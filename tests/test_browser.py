@@ -485,3 +485,24 @@ def test_dark_mode_toggle_switches_the_palette(driver, base_url):
     screenshot(driver, "task-classification-dark")
     driver.find_element(By.CSS_SELECTOR, "form[data-md-component=palette] label:not([hidden])").click()
     WebDriverWait(driver, 5).until(lambda d: d.execute_script(scheme) == "default", "the toggle did not switch back")
+
+
+def test_dvc_plots_render_offline(driver, root_dvc, tmp_path):
+    """`dvc plots show` fills .dvc/plots/offline.html (`plots.html_template`), whose Vega libraries are inlined:
+    every plot draws from a file:// page with nothing fetched (dvc-render's own page loads them from a CDN)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "-o", str(tmp_path / "plots")],
+                         cwd=root_dvc, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    page = tmp_path / "plots" / "index.html"
+    assert "cdn.jsdelivr" not in page.read_text()
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "return document.querySelectorAll('div[id] canvas, div[id] svg.marks').length") > 0)
+    drawn = driver.execute_script("return [document.querySelectorAll('div[id] canvas, div[id] svg.marks').length, "
+                                  "document.querySelectorAll('div[id]').length]")
+    assert drawn[0] == drawn[1], f"{drawn[0]} of {drawn[1]} plots drawn"
+    assert_no_errors_and_only_local_requests(driver, page.parent.as_uri())
