@@ -43,7 +43,8 @@ def agreement_svg(analysis: Analysis) -> str:
     `analysis.agreement_columns`; a pair with fewer than MIN_CORRELATION_N common rows shows its n only."""
     columns = analysis.agreement_columns
     codes = [analysis.stats[b["comparability_key"]].code for b in columns]
-    cell_w, cell_h, title_h, head_h = max(64.0, text_width("B-0000", FONT) + PAD), 44.0, 24.0, 22.0
+    # as narrow as a code and a value allow, so that a matrix of 15 boards fits a laptop's content column
+    cell_w, cell_h, title_h, head_h = max(56.0, text_width("B-0000", FONT) + PAD), 44.0, 24.0, 22.0
     label_w = text_width(max(codes, key=len, default=""), FONT) + 2 * PAD
     grid_x, grid_y = label_w, title_h + head_h
     legend_y = grid_y + len(columns) * cell_h + 2 * PAD

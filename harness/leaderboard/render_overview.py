@@ -176,4 +176,6 @@ def render_agreement(analysis: Analysis) -> str:
     rows = [[analysis.stats[first].code, analysis.stats[second].code, str(c.n),
              _correlation(c.spearman), _interval(c.spearman_ci), _correlation(c.kendall), _interval(c.kendall_ci)]
             for (first, second), c in shown]
-    return page([*lines, *table(["Board", "Board", "n", "Spearman ρ", "95% CI", "Kendall τ-b", "95% CI"], rows)])
+    # no table of contents beside it: the matrix gets the room, and fits the content column on a laptop's width
+    return page([*lines, *table(["Board", "Board", "n", "Spearman ρ", "95% CI", "Kendall τ-b", "95% CI"], rows)],
+                ["hide:", "  - toc"])
