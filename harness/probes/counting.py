@@ -17,20 +17,12 @@ count never seen in training can still be predicted.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat
 
-from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.dense.targets import load_target
-from harness.probes.pooled_regression import pooled_features, ridge_fit, standardised
+from harness.probes.pooled_regression import PooledRegressionParams, fit_and_predict
 
 INSTANCE = "instance"  # the scenes' per-pixel object index map (harness.datasets.scenes)
-
-
-class CountingParams(ProbeParams):
-    layers: Layers = None
-    train_split: str = Field(min_length=1)
-    eval_split: str = Field(min_length=1)
-    alpha: NonNegativeFloat = 1.0  # ridge penalty on the standardised features
 
 
 def visible_count(instance: np.ndarray) -> int:
@@ -48,19 +40,12 @@ def count_scores(predicted: np.ndarray, counts: np.ndarray) -> dict[str, np.ndar
 
 
 def run_counting(inputs: ProbeInputs) -> ProbeResult:
-    p, manifest = inputs.params, inputs.manifest
-    train, test = manifest.split(p["train_split"]), manifest.split(p["eval_split"])
-    if len(train) < 2 or not test:
-        raise ValueError(f"counting needs at least 2 {p['train_split']} images and 1 {p['eval_split']} image; "
-                         f"got {len(train)} and {len(test)}")
-
     def counts(items: list) -> np.ndarray:
-        return np.array([visible_count(load_target(manifest, item, INSTANCE)) for item in items], dtype=np.float64)
+        return np.array([visible_count(load_target(inputs.manifest, item, INSTANCE)) for item in items],
+                        dtype=np.float64)
 
-    x_train, x_test = standardised(pooled_features(inputs, train), pooled_features(inputs, test))
-    weights, intercept = ridge_fit(x_train, counts(train), float(p.get("alpha", 1.0)))
-    predicted = x_test @ weights + intercept
-    columns = count_scores(predicted, counts(test))
+    test, predicted, truth = fit_and_predict(inputs, counts, "counting")
+    columns = count_scores(predicted, truth)
     metrics = {name: float(column.mean()) for name, column in columns.items()}
     return ProbeResult(metrics, [item.path for item in test], columns, unit="image")
 
@@ -72,7 +57,7 @@ COUNTING = register_probe(ProbeSpec(
     feature_mode="dense",
     headline="mae",
     run=run_counting,
-    params=CountingParams,
+    params=PooledRegressionParams,
     lower_is_better=frozenset({"mae"}),
     fit="squash",  # the dense probes' read of the scenes: one extraction serves every task
 ))

@@ -15,20 +15,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat
 
-from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.dense.targets import target_path
-from harness.probes.pooled_regression import pooled_features, ridge_fit, standardised
+from harness.probes.pooled_regression import PooledRegressionParams, fit_and_predict
 
 ANNOTATIONS = "annotations"  # the scenes' per-scene annotations.json (harness.datasets.scenes)
-
-
-class IlluminantParams(ProbeParams):
-    layers: Layers = None
-    train_split: str = Field(min_length=1)
-    eval_split: str = Field(min_length=1)
-    alpha: NonNegativeFloat = 1.0  # ridge penalty on the standardised features
 
 
 def light_in_camera(annotations: dict) -> np.ndarray:
@@ -48,19 +40,12 @@ def angular_errors(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 def run_illuminant(inputs: ProbeInputs) -> ProbeResult:
-    p, manifest = inputs.params, inputs.manifest
-    train, test = manifest.split(p["train_split"]), manifest.split(p["eval_split"])
-    if len(train) < 2 or not test:
-        raise ValueError(f"the illuminant probe needs at least 2 {p['train_split']} images and 1 "
-                         f"{p['eval_split']} image; got {len(train)} and {len(test)}")
-
     def directions(items: list) -> np.ndarray:
-        return np.stack([light_in_camera(json.loads(target_path(manifest, item, ANNOTATIONS).read_text()))
+        return np.stack([light_in_camera(json.loads(target_path(inputs.manifest, item, ANNOTATIONS).read_text()))
                          for item in items])
 
-    x_train, x_test = standardised(pooled_features(inputs, train), pooled_features(inputs, test))
-    weights, intercept = ridge_fit(x_train, directions(train), float(p.get("alpha", 1.0)))
-    error = angular_errors(x_test @ weights + intercept, directions(test)).astype(np.float64)
+    test, predicted, truth = fit_and_predict(inputs, directions, "the illuminant probe")
+    error = angular_errors(predicted, truth).astype(np.float64)
     columns = {"angular_error": error, "within_15": (error <= 15).astype(np.float64),
                "within_30": (error <= 30).astype(np.float64)}
     metrics = {name: float(column.mean()) for name, column in columns.items()}
@@ -74,7 +59,7 @@ ILLUMINANT = register_probe(ProbeSpec(
     feature_mode="dense",
     headline="angular_error",
     run=run_illuminant,
-    params=IlluminantParams,
+    params=PooledRegressionParams,
     lower_is_better=frozenset({"angular_error"}),
     fit="squash",  # the dense probes' read of the scenes: one extraction serves every task
 ))

@@ -4,9 +4,19 @@ the training split's statistics (per-channel std floored, `floored_std`) and fit
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
 
-from harness.probes.base import ProbeInputs, floored_std
+import numpy as np
+from pydantic import Field, NonNegativeFloat
+
+from harness.probes.base import Layers, ProbeInputs, ProbeParams, floored_std
+
+
+class PooledRegressionParams(ProbeParams):
+    layers: Layers = None
+    train_split: str = Field(min_length=1)
+    eval_split: str = Field(min_length=1)
+    alpha: NonNegativeFloat = 1.0  # ridge penalty on the standardised features
 
 
 def pooled_features(inputs: ProbeInputs, items: list) -> np.ndarray:
@@ -32,3 +42,17 @@ def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, n
         weights = np.linalg.solve(xc.T @ xc + alpha * np.eye(xc.shape[1]), xc.T @ yc)
     intercept = y_mean - x_mean @ weights
     return weights, float(intercept) if np.ndim(intercept) == 0 else intercept
+
+
+def fit_and_predict(inputs: ProbeInputs, targets: Callable[[list], np.ndarray], what: str
+                    ) -> tuple[list, np.ndarray, np.ndarray]:
+    """Fit on `train_split`, predict `eval_split`: (the evaluation items, predictions, their true targets).
+    `targets(items)` reads the items' targets; `what` names the probe in the refusal of a split too small."""
+    p = inputs.params
+    train, test = inputs.manifest.split(p["train_split"]), inputs.manifest.split(p["eval_split"])
+    if len(train) < 2 or not test:
+        raise ValueError(f"{what} needs at least 2 {p['train_split']} images and 1 {p['eval_split']} image; "
+                         f"got {len(train)} and {len(test)}")
+    x_train, x_test = standardised(pooled_features(inputs, train), pooled_features(inputs, test))
+    weights, intercept = ridge_fit(x_train, targets(train), float(p.get("alpha", 1.0)))
+    return test, x_test @ weights + intercept, targets(test)
