@@ -13,7 +13,7 @@ import pytest
 import torch
 from sklearn.metrics import f1_score
 
-from harness.probes.classification import macro_f1
+from harness.probes import resampled
 from harness.probes.linear_head import LinearHead, fit, train_linear_head
 
 
@@ -77,7 +77,9 @@ def test_macro_f1_equals_sklearn_including_absent_classes(seed):
     labels = rng.integers(0, classes - 2, size=50)  # the last two classes never occur in the labels …
     predictions = np.where(rng.random(50) < 0.5, labels, rng.integers(0, classes - 1, size=50))  # … one predicted
     expected = f1_score(labels, predictions, average="macro", labels=np.arange(classes), zero_division=0)
-    assert macro_f1(labels, predictions, classes) == pytest.approx(expected, rel=1e-15, abs=0)
+    columns = {"label": labels.astype(float), "predicted": predictions.astype(float)}
+    got = resampled.evaluate(resampled.macro_f1_name(classes), columns)[0]
+    assert got == pytest.approx(expected, rel=1e-15, abs=0)
 
 
 def test_a_classification_stage_never_imports_torch_and_fingerprints_as_one_that_does(image_project):

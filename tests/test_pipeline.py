@@ -19,6 +19,7 @@ from harness.core import paths
 from harness.core.config import canonical_backbone, load_params
 from harness.core.hashing import sha256_file
 from harness.pipeline.checks import missing_requirements
+from harness.probes import resampled
 from harness.runs.fewshot import Shot, stage_run_ids, stage_shots
 from harness.runs.records import read_records
 from harness.runs.samples import read_samples
@@ -211,9 +212,12 @@ def test_ok_records_have_their_per_sample_files():
         assert (ROOT / info.path).is_file(), f"{info.path} is not committed"
         assert sha256_file(ROOT / info.path) == info.sha256, f"{info.path} does not match {record.run_id}"
         ids, columns = read_samples(info, ROOT)
-        assert len(ids) == info.count and sorted(columns) == info.columns, record.run_id
-        for name, column in columns.items():
-            assert abs(column.mean() - record.metrics[name]) <= 1e-12, f"{record.run_id} {name}"
+        assert len(ids) == info.count and sorted(columns) == sorted(info.columns + info.auxiliary), record.run_id
+        for name in info.columns:
+            assert abs(columns[name].mean() - record.metrics[name]) <= 1e-12, f"{record.run_id} {name}"
+        for name, statistic in info.statistics.items():  # a resampled statistic of the whole file is the metric
+            value = float(resampled.evaluate(statistic, columns)[0])
+            assert abs(value - record.metrics[name]) <= 1e-12 * max(1.0, abs(value)), f"{record.run_id} {name}"
 
 
 def test_controls_are_marked_and_pretrained_are_not():

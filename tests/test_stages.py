@@ -124,6 +124,39 @@ def test_a_failed_rerun_keeps_the_ok_record_and_a_later_success_clears_the_failu
     assert again.metrics == good.metrics and not paths.failure_path(again.run_id).exists()
 
 
+def test_a_rerun_that_reproduces_the_record_keeps_its_files_and_one_that_differs_replaces_them(
+        project, monkeypatch, caplog):
+    from harness.runs import probe_run
+
+    work, images = project
+    params = _extracted_control(work, images)
+    [first] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    files = [paths.record_path("g", "classification", "cifar_resnet20.random"),
+             paths.samples_path("g", "classification", "cifar_resnet20.random"),
+             paths.head_path("g", "classification", "cifar_resnet20.random")]
+    kept = {p: p.read_bytes() for p in files}
+    assert first.samples.auxiliary == ["label", "predicted"]
+    assert first.samples.statistics == {"macro_f1": "macro_f1:2"}  # the tiny project's two classes
+    with caplog.at_level("INFO", logger="visbench"):
+        [again] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert "reproduced: kept the committed record" in caplog.text
+    # the record names the run that computed it (its duration and environment), byte for byte
+    assert {p: p.read_bytes() for p in files} == kept and again == first
+
+    real = probe_run.run_probe
+
+    def moved(job, params, probe_params, shot=None):  # one last-bit change in one metric
+        outcome = real(job, params, probe_params, shot)
+        record = outcome.record.model_copy(update={"metrics": {**outcome.record.metrics,
+                                                               "train_top1": outcome.record.metrics["train_top1"] / 2}})
+        return probe_run.ProbeOutcome(record, outcome[1], outcome.head_bytes)
+
+    monkeypatch.setattr(stages.probe_stage, "run_probe", moved)
+    [changed] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert changed.metrics["train_top1"] == first.metrics["train_top1"] / 2
+    assert read_records(files[0])[0].metrics == changed.metrics
+
+
 def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
     """The record points at its samples file by project-relative path; hash, ids and means agree."""
     info = record.samples
@@ -132,9 +165,9 @@ def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
     assert path.is_file() and sha256_file(path) == info.sha256
     assert info.unit == unit and info.columns == columns and info.count == len(ids)
     read_ids, read_columns = read_samples(info)
-    assert read_ids == ids and sorted(read_columns) == columns
-    for name, column in read_columns.items():
-        assert np.isclose(column.mean(), record.metrics[name], rtol=0, atol=1e-12), name
+    assert read_ids == ids and sorted(read_columns) == sorted(columns + info.auxiliary)
+    for name in info.columns:
+        assert np.isclose(read_columns[name].mean(), record.metrics[name], rtol=0, atol=1e-12), name
 
 
 def test_a_corrupt_image_fails_the_extract_stage_and_names_the_file(project):
@@ -262,7 +295,7 @@ def test_check_result_refuses_inconsistent_results(change, message):
     from harness.probes import ProbeResult, get_probe
     from harness.runs.probe_run import check_result
 
-    spec = get_probe("classification")
+    spec = dataclasses.replace(get_probe("classification"), statistics={})  # test_resampled.py checks those
     good = ProbeResult({"top1": 0.5, "top5": 1.0}, ["a", "b"], {"top1": np.array([0.0, 1.0]),
                                                               "top5": np.array([1.0, 1.0])}, "image")
     check_result(spec, good)

@@ -37,9 +37,12 @@ from harness.leaderboard.statistics import (
     holm,
     kendall_tau_b,
     paired_bootstrap,
+    paired_statistic_bootstrap,
     rank_correlation,
+    statistic_ci,
     tie_groups,
 )
+from harness.probes import resampled
 from harness.runs.records import Record
 
 # Fields that tell apart boards sharing a task and dataset, in the order a label names them.
@@ -55,8 +58,25 @@ CODE_DIGITS = 4  # hex digits of the comparability key in a board code, more onl
 @dataclass(frozen=True)
 class RunSamples:
     ids: list[str]
-    columns: dict[str, np.ndarray]
+    columns: dict[str, np.ndarray]  # score columns: each averages to its metric
     unit: str
+    auxiliary: dict[str, np.ndarray] = field(default_factory=dict)  # rows resampled statistics are computed from
+    statistics: dict[str, str] = field(default_factory=dict)  # metric -> `harness.probes.resampled` statistic
+
+    def resamplable(self, metric: str) -> bool:
+        """Whether a bootstrap can resample this metric: a score column, or a statistic of auxiliary columns."""
+        return metric in self.columns or metric in self.statistics
+
+    def statistic(self, metric: str, order: np.ndarray | None = None):
+        """The metric as a function of row weights, over the rows in `order` (default: file order)."""
+        rows = {**self.columns, **self.auxiliary}
+        if order is not None:
+            rows = {name: column[order] for name, column in rows.items()}
+        if metric in self.columns:
+            column = rows[metric]
+            return lambda weights: (weights @ column) / weights.sum(axis=1)
+        name = self.statistics[metric]
+        return lambda weights: resampled.evaluate(name, rows, weights)
 
 
 @dataclass
@@ -129,15 +149,21 @@ def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Pa
     db_samples.load_samples_table(con, [r for r in records if r.status == "ok"], root)
     ids: dict[str, list[str]] = {}
     columns: dict[str, dict[str, np.ndarray]] = {}
+    auxiliary: dict[str, dict[str, np.ndarray]] = {}
     units: dict[str, str] = {}
     for row in db_samples.run_columns(con):
         run_id = row["run_id"]
         units[run_id] = row["unit"]
         run_columns = columns.setdefault(run_id, {})
+        run_auxiliary = auxiliary.setdefault(run_id, {})
         if row["metric"] is not None:
             ids.setdefault(run_id, row["ids"])  # the same rows, hence the same ids, in every column
-            run_columns[row["metric"]] = np.array(row["scores"], dtype=np.float64)
-    return {run_id: RunSamples(ids.get(run_id, []), columns[run_id], unit) for run_id, unit in units.items()}
+            (run_auxiliary if row["auxiliary"] else run_columns)[row["metric"]] = np.array(row["scores"],
+                                                                                         dtype=np.float64)
+    statistics = {r.run_id: dict(r.samples.statistics) for r in records if r.samples is not None}
+    return {run_id: RunSamples(ids.get(run_id, []), columns[run_id], unit, auxiliary[run_id],
+                               statistics.get(run_id, {}))
+            for run_id, unit in units.items()}
 
 
 def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> Analysis:
@@ -146,6 +172,9 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     keys = [(run_id, name) for run_id, run in samples.items() for name in sorted(run.columns)]
     jobs = [(samples[run_id].columns[name], derived_seed("ci", run_id, name)) for run_id, name in keys]
     intervals = dict(zip(keys, bootstrap_cis(jobs, workers=_cores()), strict=True))
+    # metrics that are not means (macro-F1, ODS): recomputed per resample, with the seed a mean's interval has
+    intervals |= {(run_id, name): statistic_ci(run.statistic(name), len(run.ids), derived_seed("ci", run_id, name))
+                  for run_id, run in samples.items() for name in sorted(run.statistics) if run.ids}
     names = board_names(boards)
     codes = board_codes([b["comparability_key"] for b in boards])
     stats = {
@@ -209,7 +238,7 @@ def _board_stats(board: dict[str, Any], code: str, label: str, title: str, sampl
     headline = board["headline_metric"]
     for row in board["rows"]:
         run = samples.get(row["run_id"])
-        if run is None or headline not in run.columns:
+        if run is None or not run.resamplable(headline) or not run.ids:
             stats.without_samples.append(row["row_label"])
         elif row["rank"] is not None:
             stats.tested.append(row["run_id"])
@@ -219,7 +248,13 @@ def _board_stats(board: dict[str, Any], code: str, label: str, title: str, sampl
         a, b = samples[upper], samples[lower]
         seed = derived_seed("paired", *sorted((upper, lower)), headline)
         try:
-            stats.pairs[upper, lower] = paired_bootstrap(a.ids, a.columns[headline], b.ids, b.columns[headline], seed)
+            if headline in a.columns and headline in b.columns:
+                stats.pairs[upper, lower] = paired_bootstrap(a.ids, a.columns[headline], b.ids, b.columns[headline],
+                                                             seed)
+            else:  # a statistic recomputed on the same resamples of both runs
+                stats.pairs[upper, lower] = paired_statistic_bootstrap(
+                    a.ids, lambda order, run=a: run.statistic(headline, order), b.ids,
+                    lambda order, run=b: run.statistic(headline, order), seed)
         except PairingError as error:
             raise PairingError(f"board {board['comparability_key']} ({label}): {upper} vs {lower}: {error}") from None
     for pair, adjusted in zip(stats.pairs, holm([t.p_value for t in stats.pairs.values()]), strict=True):

@@ -4,8 +4,9 @@
 file), then loads the files into tables beside `db`'s corpus tables:
 
 - `sample_files`: one row per run with per-sample scores: run_id, path (as read), unit;
-- `sample_columns`: one row per (run, per-sample column): the metric named by the file's header and the
-  positional field (`c1`, `c2`, …) DuckDB reads that column as;
+- `sample_columns`: one row per (run, per-sample column): the metric named by the file's header, the
+  positional field (`c1`, `c2`, …) DuckDB reads that column as, and whether the column is auxiliary (not a
+  score: rows a resampled statistic is computed from, which average to nothing);
 - `samples`: the long table, one row per (run, sample, metric): run_id, row_index (the sample's 0-based
   row in its file), sample_id, metric, value.
 
@@ -46,6 +47,7 @@ CREATE OR REPLACE TABLE sample_columns (
     run_id VARCHAR NOT NULL,
     metric VARCHAR NOT NULL,
     field VARCHAR NOT NULL,
+    auxiliary BOOLEAN NOT NULL,
     PRIMARY KEY (run_id, metric)
 );
 CREATE OR REPLACE TABLE samples (
@@ -90,21 +92,22 @@ FROM sample_columns c
 JOIN sample_files f USING (run_id)
 LEFT JOIN means USING (run_id, metric)
 LEFT JOIN metrics m USING (run_id, metric)
-WHERE m.value IS NULL OR means.mean IS NULL
-   OR NOT abs(means.mean - m.value) <= $tolerance * greatest(1.0, abs(m.value))
+WHERE NOT c.auxiliary AND (m.value IS NULL OR means.mean IS NULL
+   OR NOT abs(means.mean - m.value) <= $tolerance * greatest(1.0, abs(m.value)))
 ORDER BY c.run_id, c.metric
 """
 
-# Per run and column: sample ids and scores in file order. A run whose file has no score columns
-# comes back once, with metric NULL.
+# Per run and column: sample ids and values in file order, and whether the column is auxiliary. A run whose
+# file has no columns comes back once, with metric NULL.
 _RUN_COLUMNS = """
 WITH columns AS (
     SELECT run_id, metric,
            list(sample_id ORDER BY row_index) AS ids, list(value ORDER BY row_index) AS scores
     FROM samples GROUP BY run_id, metric
 )
-SELECT f.run_id, f.unit, c.metric, c.ids, c.scores
+SELECT f.run_id, f.unit, c.metric, c.ids, c.scores, coalesce(k.auxiliary, false) AS auxiliary
 FROM sample_files f LEFT JOIN columns c USING (run_id)
+LEFT JOIN sample_columns k ON k.run_id = f.run_id AND k.metric = c.metric
 ORDER BY f.run_id, c.metric
 """
 
@@ -121,7 +124,9 @@ def load_samples_table(con: duckdb.DuckDBPyConnection, records: list[Record], ro
     for record in sorted((r for r in records if r.samples is not None), key=lambda r: r.run_id):
         path, header = _checked_header(record, Path(root))
         files.append((record.run_id, str(path), record.samples.unit))
-        columns.extend((record.run_id, metric, f"c{i}") for i, metric in enumerate(header, start=1))
+        auxiliary = set(record.samples.auxiliary)
+        columns.extend((record.run_id, metric, f"c{i}", metric in auxiliary)
+                       for i, metric in enumerate(header, start=1))
         if header:
             by_width.setdefault(len(header), {})[str(path)] = None  # two records may share a file
     _insert(con, "sample_files", files)
@@ -184,7 +189,7 @@ def check_sample_means(con: duckdb.DuckDBPyConnection, tolerance: float = MEAN_T
 
 def run_columns(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per loaded run and per-sample column, by run id then metric: run_id, unit, metric (None for a
-    file without score columns), ids and scores (lists, in the file's row order)."""
+    file without columns), ids and scores (lists, in the file's row order), auxiliary (not a score)."""
     result = con.execute(_RUN_COLUMNS)
     names = [d[0] for d in result.description]
     return [dict(zip(names, row, strict=True)) for row in result.fetchall()]

@@ -32,8 +32,12 @@ TABLES = {
                "SELECT * FROM records ORDER BY run_id"),
     "metrics": ("metric of a run, with its direction and verify tolerance",
                 "SELECT * FROM metrics ORDER BY run_id, metric"),
+    # scores only: the auxiliary columns (labels, predictions, BSDS counts) stay in each run's per-sample file,
+    # linked from its run page; long, they would be most of the download (99 thresholds × 4 counts per image)
     "samples": ("per-sample score (run, the sample's row in its file, its id, the metric, the value)",
-                "SELECT run_id, row_index, sample_id, metric, value FROM samples ORDER BY run_id, metric, row_index"),
+                "SELECT s.run_id, s.row_index, s.sample_id, s.metric, s.value FROM samples s "
+                "JOIN sample_columns c ON c.run_id = s.run_id AND c.metric = s.metric WHERE NOT c.auxiliary "
+                "ORDER BY s.run_id, s.metric, s.row_index"),
 }
 # (format, file suffix, COPY options); gzip where a table is large enough to matter in git.
 FORMATS = {

@@ -9,8 +9,10 @@ Definitions used on the site:
 
 - **Confidence interval** of a metric: the 2.5th and 97.5th percentiles (numpy's linear quantile) of
   the means of `RESAMPLES` bootstrap resamples of the run's per-sample scores (rows drawn with
-  replacement, as many as there are samples). Valid for mean-decomposable metrics only: the record's
-  value is the mean of its per-sample column.
+  replacement, as many as there are samples), for a metric that is the mean of its per-sample column. A
+  metric that is not (macro-F1, BSDS's ODS/OIS/AP) is recomputed on each resample from the run's auxiliary
+  columns (`harness.probes.resampled`), rows weighted by how often they were drawn; its interval and paired
+  tests follow the same percentile and p-value rules.
 - **Paired test** between two runs on the same samples: per-sample differences `d = a - b` (rows
   aligned by sample id), resampled as above with shared indices. The difference is `mean(d)`, its
   interval the percentile interval of the resampled means, and the two-sided p-value
@@ -28,7 +30,6 @@ Definitions used on the site:
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
@@ -36,22 +37,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-RESAMPLES = 2000
-CONFIDENCE = 0.95
+from harness.core.bootstrap import (  # the one bootstrap a stage's metrics file and the site share
+    _CHUNK_VALUES,
+    CONFIDENCE,
+    RESAMPLES,
+    Interval,
+    WeightedStatistic,
+    _percentiles,
+    _resampled_means,
+    bootstrap_ci,
+    statistic_draws,
+)
+from harness.core.bootstrap import derived_seed as derived_seed
+from harness.core.bootstrap import statistic_ci as statistic_ci
+
 ALPHA = 0.05  # significance level for ties, after Holm
 MIN_CORRELATION_N = 4  # below this a bootstrap interval over backbones is meaningless
-_CHUNK_VALUES = 1 << 22  # resample this many values at a time, so memory stays flat for large runs
 
 
 class PairingError(ValueError):
     """Two runs that cannot be compared sample by sample: their sample ids differ."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    estimate: float
-    low: float
-    high: float
 
 
 @dataclass(frozen=True)
@@ -70,41 +75,6 @@ class Correlation:
     kendall: float | None
     spearman_ci: Interval | None  # None when n < MIN_CORRELATION_N or no resample is defined
     kendall_ci: Interval | None
-
-
-def derived_seed(*parts: str) -> int:
-    """A 64-bit seed from the SHA-256 of the parts: stable across processes, platforms and versions."""
-    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def _resampled_means(values: np.ndarray, seed: int, resamples: int) -> np.ndarray:
-    """Means of `resamples` bootstrap resamples of `values`, drawn in fixed-size chunks."""
-    n = len(values)
-    rng = np.random.default_rng(seed)
-    rows = max(1, _CHUNK_VALUES // n)
-    means = np.empty(resamples)
-    for start in range(0, resamples, rows):
-        stop = min(resamples, start + rows)
-        means[start:stop] = values[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
-    return means
-
-
-def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(draws, [tail, 1.0 - tail])
-    return float(low), float(high)
-
-
-def bootstrap_ci(
-    scores: Sequence[float] | np.ndarray, seed: int, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
-) -> Interval:
-    """Percentile bootstrap interval of the mean of per-sample `scores` (see the module docstring)."""
-    values = np.asarray(scores, dtype=np.float64)
-    if values.ndim != 1 or len(values) == 0:
-        raise ValueError("bootstrap_ci needs a non-empty 1-D array of per-sample scores")
-    low, high = _percentiles(_resampled_means(values, seed, resamples), confidence)
-    return Interval(float(values.mean()), low, high)
 
 
 def bootstrap_cis(jobs: Sequence[tuple[np.ndarray, int]], workers: int = 1) -> list[Interval]:
@@ -156,11 +126,37 @@ def paired_bootstrap(
     if len(differences) == 0:
         raise PairingError("no samples to compare")
     draws = _resampled_means(differences, seed, resamples)
+    return _paired_test(float(differences.mean()), draws, len(differences), confidence)
+
+
+def _paired_test(difference: float, draws: np.ndarray, count: int, confidence: float) -> PairedTest:
     low, high = _percentiles(draws, confidence)
-    at_or_below = (1 + int(np.count_nonzero(draws <= 0.0))) / (resamples + 1)
-    at_or_above = (1 + int(np.count_nonzero(draws >= 0.0))) / (resamples + 1)
+    at_or_below = (1 + int(np.count_nonzero(draws <= 0.0))) / (len(draws) + 1)
+    at_or_above = (1 + int(np.count_nonzero(draws >= 0.0))) / (len(draws) + 1)
     p_value = min(1.0, 2.0 * min(at_or_below, at_or_above))
-    return PairedTest(float(differences.mean()), low, high, p_value, len(differences))
+    return PairedTest(difference, low, high, p_value, count)
+
+
+def paired_statistic_bootstrap(
+    ids_a: Sequence[str], statistic_a: Callable[[np.ndarray], WeightedStatistic], ids_b: Sequence[str],
+    statistic_b: Callable[[np.ndarray], WeightedStatistic], seed: int, resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> PairedTest:
+    """Paired bootstrap of statistic(a) − statistic(b) for a metric that is not a mean (macro-F1, ODS): both runs'
+    statistics recomputed on the same resamples of their shared samples, with the p-value and interval of
+    `paired_bootstrap`. `statistic_x(order)` is run x's statistic over its rows taken in `order` (indices into its
+    file's rows), evaluated under weights; rows are put in sample-id order, as `paired_bootstrap` does."""
+    order_b = align(ids_a, ids_b)
+    by_id = np.array(sorted(range(len(ids_a)), key=lambda i: ids_a[i]), dtype=np.int64)
+    if len(by_id) == 0:
+        raise PairingError("no samples to compare")
+    first, second = statistic_a(by_id), statistic_b(order_b[by_id])
+
+    def difference(weights: np.ndarray) -> np.ndarray:
+        return first(weights) - second(weights)
+
+    estimate = float(difference(np.ones((1, len(by_id))))[0])
+    return _paired_test(estimate, statistic_draws(difference, len(by_id), seed, resamples), len(by_id), confidence)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

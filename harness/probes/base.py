@@ -7,17 +7,19 @@ never sees a backbone: only arrays read from the cache.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.core.registry import Registry
 from harness.datasets.manifest import Item, Manifest
+
+if TYPE_CHECKING:
+    from harness.probes.arrays import ArrayForm
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ class ProbeHead:
 class ProbeResult:
     """A probe's metrics and, for every mean-decomposable metric, its per-sample column.
 
-    `samples[name].mean() == metrics[name]` for every column (probe_run checks it); metrics that do not
-    decompose over evaluation samples (macro-F1, train accuracy) have no column.
+    `samples[name].mean() == metrics[name]` for every column (probe_run checks it). A metric that does not
+    decompose over evaluation samples (macro-F1, BSDS's ODS) has no column; where the spec names a resampled
+    statistic for it (`ProbeSpec.statistics`), `auxiliary` holds the per-sample rows it is computed from, so
+    the site can resample them; train accuracy has neither.
     """
 
     metrics: dict[str, float]
@@ -43,6 +47,15 @@ class ProbeResult:
     samples: dict[str, np.ndarray]  # column name -> (len(sample_ids),) float64 scores
     unit: str  # what one sample is: "image", "query", "point"
     head: ProbeHead | None = None  # what was trained (probes that train a head); saving it changes no metric
+    auxiliary: dict[str, np.ndarray] = field(default_factory=dict)  # (len(sample_ids),) rows that are not scores
+    # metric -> the `harness.probes.resampled` statistic of the columns that reproduces it, with its argument
+    # ("macro_f1:10"); every metric in the spec's `statistics` has one
+    statistics: dict[str, str] = field(default_factory=dict)
+
+
+def column_means(columns: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Each per-sample column's mean: the metric it decomposes (`ProbeResult`)."""
+    return {name: float(np.mean(column)) for name, column in columns.items()}
 
 
 class ProbeParams(BaseModel):
@@ -91,6 +104,24 @@ class ProbeSpec:
     # fine-tuning). Pooled probes fit NumPy/linear heads on the CPU whatever the run asked for, and their
     # records say so.
     uses_device: bool = False
+    # Metrics with no per-sample column that the site can still resample: metric name -> the base name of a
+    # statistic in `harness.probes.resampled`, computed from the result's auxiliary columns; each result names
+    # the statistic in full (`ProbeResult.statistics`) and probe_run checks it reproduces the metric.
+    statistics: Mapping[str, str] = field(default_factory=dict)
+    # How `evaluate` turns in-memory arrays into what the probe reads (`harness.probes.arrays`), declared by the
+    # probe's own module; None: the probe reads geometry or annotation files, so it runs on datasets only.
+    arrays: ArrayForm | None = None
+    # The probe parameter that may name another metric as the headline (a protocol for class-imbalanced data
+    # declares `headline: macro_f1`); None: the headline is always `headline`.
+    headline_param: str | None = None
+    # The probe parameters naming the split it scores and the one(s) it trains on (None: it trains nothing).
+    eval_split_param: str = "eval_split"
+    train_split_param: str | None = "train_split"
+
+    def resolve_headline(self, params: Mapping[str, Any]) -> str:
+        """The headline a run with these probe parameters reports: `headline`, unless the probe lets a parameter
+        choose it."""
+        return str(params.get(self.headline_param, self.headline)) if self.headline_param else self.headline
 
     def resolve_protocol(self, manifest: Manifest | None) -> str:
         if manifest is None or self.protocol_for is None:
@@ -104,12 +135,12 @@ class ProbeSpec:
         return dict.fromkeys(metrics, self.tolerance)
 
     def evaluate(self, features: dict[str, np.ndarray], targets: dict[str, Any], **kwargs: Any) -> ProbeResult:
-        """This probe on in-memory arrays, split name → rows (`harness.probes.arrays` says each task's shapes);
-        keyword arguments are probe parameters (the rest from ./params.yaml), `seed`, `classes`, `saved_head`."""
-        # by name, not an import statement: stages never evaluate arrays, and their code dependencies are read
-        # from import statements (harness.pipeline.codedeps)
-        arrays = importlib.import_module("harness.probes.arrays")
-        return arrays.evaluate_arrays(self, features, targets, **kwargs)
+        """This probe on in-memory arrays, split name → rows (its `arrays` form says the shapes); keyword arguments
+        are probe parameters (the rest from ./params.yaml), `seed`, `classes`, `saved_head`, `device`."""
+        if self.arrays is None:
+            raise ValueError(f"{self.name} reads geometry or annotation files, or trains backbone blocks, not "
+                             "arrays: run it on a dataset with harness.run")
+        return self.arrays.evaluate(self, features, targets, **kwargs)
 
 
 PROBES: Registry[ProbeSpec] = Registry("task", packages=("harness.probes",))

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.datasets.homography import apply_homography
-from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, column_means, register_probe
 
 
 def evaluation_points(size: int, per_side: int, margin: float, homography: np.ndarray) -> np.ndarray:
@@ -130,7 +130,7 @@ def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
         kept = np.concatenate(accepted)
         columns["match_rate"] = kept.astype(np.float64)
         columns |= {f"matched_pck@{t:g}": (kept & (error <= t)).astype(np.float64) for t in thresholds}
-    metrics = {name: float(column.mean()) for name, column in columns.items()}
+    metrics = column_means(columns)
     if filtered:
         count = int(kept.sum())
         metrics |= {f"precision@{t:g}": float((kept & (error <= t)).sum() / count) if count else 0.0

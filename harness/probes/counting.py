@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense.targets import load_target
 from harness.probes.pooled_regression import PooledRegressionParams, fit_and_predict
 
@@ -46,7 +46,7 @@ def run_counting(inputs: ProbeInputs) -> ProbeResult:
 
     test, predicted, truth = fit_and_predict(inputs, counts, "counting")
     columns = count_scores(predicted, truth)
-    metrics = {name: float(column.mean()) for name, column in columns.items()}
+    metrics = column_means(columns)
     return ProbeResult(metrics, [item.path for item in test], columns, unit="image")
 
 

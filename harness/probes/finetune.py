@@ -14,7 +14,8 @@ the learning rate `schedule` constant or cosine-annealed to 0 over all steps; ba
 (running means and variances of the pretrained blocks, affine parameters trained): small batches of cached
 maps would make batch statistics noise. No augmentation (the prefix is cached, so no pixels are seen), no early
 stopping. A seeded initialisation and, on the CPU, one torch thread, as every trained probe here. Scored as
-`classification` is: top1, top5 (per-image columns), macro_f1, train_top1.
+`classification` is: top1, top5 (per-image columns), macro_f1 (from the auxiliary label and predicted columns),
+train_top1.
 
 Device: the model trains and predicts on the run's device (`ProbeInputs.device`; `uses_device`). It is built on
 the CPU under the seed and then moved, so it starts from the same bits everywhere; the shuffling order is drawn
@@ -116,12 +117,13 @@ def run_finetune(inputs: ProbeInputs) -> ProbeResult:
             logits_train = model(to_device(torch.from_numpy(x_train), device)).cpu().numpy()
             logits_test = _logits(model, inputs, test)
     y_test = np.array([i.label for i in test], dtype=np.int64)
-    samples, metrics = score_logits(logits_test, y_test, classes)
-    metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
+    result = score_logits(logits_test, y_test, [i.path for i in test], classes)
+    result.metrics["train_top1"] = topk_accuracy(logits_train, y_train, 1)
     tensors = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
     head = ProbeHead(tensors, {"kind": "finetune-last-n", "blocks": int(p["finetune_blocks"]),
                                "classes": list(inputs.manifest.classes)})
-    return ProbeResult(metrics, [i.path for i in test], samples, unit="image", head=head)
+    return ProbeResult(result.metrics, result.sample_ids, result.samples, unit="image", head=head,
+                       auxiliary=result.auxiliary, statistics=result.statistics)
 
 
 def finetune_step(model: _Model, optimiser: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -192,8 +194,8 @@ def score_finetuned(inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
         model = model.to(device)  # loaded on the CPU (the file's arrays), scored on the run's device
         with torch.no_grad():
             logits = _logits(model.eval(), inputs, test)
-    samples, metrics = score_logits(logits, np.array([i.label for i in test], dtype=np.int64), len(classes))
-    return ProbeResult(metrics, [i.path for i in test], samples, unit="image")
+    return score_logits(logits, np.array([i.label for i in test], dtype=np.int64), [i.path for i in test],
+                        len(classes))
 
 
 FINETUNE = register_probe(ProbeSpec(
@@ -207,4 +209,5 @@ FINETUNE = register_probe(ProbeSpec(
     fewshot_unit="images_per_class",
     score_head=score_finetuned,
     uses_device=True,
+    statistics={"macro_f1": "macro_f1"},
 ))

@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense.targets import target_path
 from harness.probes.pooled_regression import PooledRegressionParams, fit_and_predict
 
@@ -48,7 +48,7 @@ def run_illuminant(inputs: ProbeInputs) -> ProbeResult:
     error = angular_errors(predicted, truth).astype(np.float64)
     columns = {"angular_error": error, "within_15": (error <= 15).astype(np.float64),
                "within_30": (error <= 30).astype(np.float64)}
-    metrics = {name: float(column.mean()) for name, column in columns.items()}
+    metrics = column_means(columns)
     return ProbeResult(metrics, [item.path for item in test], columns, unit="image")
 
 

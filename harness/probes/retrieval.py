@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.arrays import LABELLED_ARRAYS
+from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -47,7 +48,7 @@ def retrieval_metrics(
     queries: np.ndarray, q_labels: np.ndarray, gallery: np.ndarray, g_labels: np.ndarray, ks: list[int]
 ) -> dict[str, float]:
     columns = retrieval_scores(queries, q_labels, gallery, g_labels, ks)
-    return {name: float(column.mean()) for name, column in columns.items()}
+    return column_means(columns)
 
 
 class RetrievalParams(PooledParams):
@@ -64,7 +65,7 @@ def run_retrieval(inputs: ProbeInputs) -> ProbeResult:
         inputs.stack(queries), np.array([i.label for i in queries]),
         inputs.stack(gallery), np.array([i.label for i in gallery]), list(p["recall_at"]),
     )
-    metrics = {name: float(column.mean()) for name, column in columns.items()}
+    metrics = column_means(columns)
     return ProbeResult(metrics, [item.path for item in queries], columns, unit="query")
 
 
@@ -76,4 +77,7 @@ RETRIEVAL = register_probe(ProbeSpec(
     headline="map",
     run=run_retrieval,
     params=RetrievalParams,
+    arrays=LABELLED_ARRAYS,
+    eval_split_param="query_split",
+    train_split_param=None,  # the gallery is searched, not trained on
 ))

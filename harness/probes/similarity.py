@@ -29,8 +29,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness.datasets.manifest import Manifest
+from harness.core.hashing import sha256_bytes
+from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, STRUCTURE_OVER_PIXELS
+from harness.probes.arrays import ARRAYS_DATASET, ArrayForm
 from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
 PROTOCOLS = {NIGHTS: "nights-2afc/v1", DISTORTION_ORDER: "distortion-order-2afc/v1",
@@ -125,6 +127,34 @@ def partition_accuracies(triplets: list[dict], scores: np.ndarray) -> dict[str, 
     return {name: float(np.mean(values)) for name, values in sorted(groups.items())}
 
 
+class TripletArrays(ArrayForm):
+    """`probe.evaluate` on arrays: (N, 3, C) reference/left/right features and the share of judgements for left
+    (N,) (1.0: left is the closer), scored against that share as against a synthetic ordering."""
+
+    def manifest(self, features, targets, classes, prepared):
+        items, rows, triplets = [], {}, []
+        for split in sorted(features):
+            x = np.asarray(features[split], dtype=np.float32)
+            if x.ndim != 3 or x.shape[1] != 3:
+                raise ValueError(f"similarity features are (N, 3, C): reference, left, right; got {x.shape}")
+            shares = np.asarray(targets[split], dtype=np.float64)
+            if len(shares) != len(x):
+                raise ValueError(f"split {split}: {len(x)} triplets but {len(shares)} targets")
+            for index, share in enumerate(shares):
+                names = {}
+                for side, row in zip(("ref", "left", "right"), x[index], strict=True):
+                    path = f"{split}/{index:06d}_{side}"
+                    items.append(Item(path, sha256_bytes(row.tobytes()), split))
+                    rows[path] = row
+                    names[side] = path
+                triplets.append({"id": f"{split}/{index:06d}", **names, "split": split, "left_vote": float(share),
+                                 "right_vote": float(1.0 - share), "votes": 1})
+        extra = {"triplets": triplets, "reference": DISTORTION_ORDER, "human_votes": False}
+        return Manifest(ARRAYS_DATASET, str(prepared), items, [], {"source": "arrays"}, extra), rows
+
+
+TRIPLET_ARRAYS = TripletArrays()
+
 SIMILARITY = register_probe(ProbeSpec(
     name="similarity",
     level="mid",
@@ -133,6 +163,8 @@ SIMILARITY = register_probe(ProbeSpec(
     headline="accuracy",
     run=run_similarity,
     params=SimilarityParams,
+    arrays=TRIPLET_ARRAYS,
+    train_split_param=None,
     lower_is_better=frozenset({"human_ties", "model_ties", "below_min_votes"}),
     protocol_for=similarity_protocol,
 ))

@@ -65,22 +65,47 @@ def _matching_request(extraction: dict[str, Any], mode: str, pooling: str, layer
         f"extraction has no {mode} features with pooling={pooling} layers={layers} fit={fit}")
 
 
-def check_result(spec: ProbeSpec, result: ProbeResult) -> None:
-    """Refuse a result whose metrics are non-finite, lack the headline, or disagree with their samples."""
+def check_result(spec: ProbeSpec, result: ProbeResult, headline: str | None = None) -> None:
+    """Refuse a result whose metrics are non-finite, lack the headline, or disagree with their samples: a score
+    column's mean, and each resampled statistic recomputed from the auxiliary columns, must be the metric."""
+    from harness.probes import resampled
+
     metrics = result.metrics
     non_finite = sorted(k for k, v in metrics.items() if not math.isfinite(v))
     if non_finite:
         raise ValueError(f"probe produced non-finite metrics: {', '.join(non_finite)}")
-    if spec.headline not in metrics:
-        raise KeyError(f"headline metric {spec.headline!r} not produced; got {sorted(metrics)}")
-    for name, column in sorted(result.samples.items()):
-        if name not in metrics:
-            raise ValueError(f"per-sample column {name!r} has no metric of that name")
+    headline = headline or spec.headline
+    if headline not in metrics:
+        raise KeyError(f"headline metric {headline!r} not produced; got {sorted(metrics)}")
+    for name in sorted(result.auxiliary.keys() & result.samples.keys()):
+        raise ValueError(f"column {name!r} is both a per-sample score and an auxiliary column")
+    for name, column in sorted({**result.samples, **result.auxiliary}.items()):
         if len(column) != len(result.sample_ids):
             raise ValueError(f"per-sample column {name!r} has {len(column)} rows for {len(result.sample_ids)} ids")
+        if name in result.auxiliary:
+            if name in metrics:
+                raise ValueError(f"auxiliary column {name!r} has the name of a metric; a metric's column is a score")
+            if not np.all(np.isfinite(column)):
+                raise ValueError(f"auxiliary column {name!r} has non-finite values")
+            continue
+        if name not in metrics:
+            raise ValueError(f"per-sample column {name!r} has no metric of that name")
         if not np.isclose(np.mean(column), metrics[name], rtol=0, atol=1e-12):
             raise ValueError(f"metric {name}={metrics[name]!r} is not the mean of its per-sample column "
                              f"({np.mean(column)!r})")
+    columns = {**result.samples, **result.auxiliary}
+    for name, base in sorted(spec.statistics.items()):
+        if name not in metrics:
+            raise KeyError(f"the probe declares a resampled {name!r} but produced no metric of that name")
+        if resampled.base_name(result.statistics.get(name, "")) != base:
+            raise ValueError(f"the probe declares {name!r} as {base}, but its result names "
+                             f"{result.statistics.get(name)!r}")
+    for name, statistic in sorted(result.statistics.items()):
+        if name not in spec.statistics:
+            raise ValueError(f"the result names a statistic for {name!r}, which its probe does not declare")
+        value = float(resampled.evaluate(statistic, columns)[0])
+        if not abs(value - metrics[name]) <= 1e-12 * max(1.0, abs(metrics[name])):
+            raise ValueError(f"metric {name}={metrics[name]!r} is not {statistic} of its auxiliary columns ({value!r})")
 
 
 def fewshot_unit(task: str) -> str:
@@ -146,7 +171,10 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
     pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = probe_params.pop("layers", None)
     probe_params.pop("pooling", None)
-    protocol_params = dict(probe_params)
+    protocol_params = dict(probe_params)  # the headline's choice too: it is part of the protocol, so of the board
+    headline = spec.resolve_headline(probe_params)
+    if spec.headline_param:
+        probe_params.pop(spec.headline_param, None)
     if shot is not None:
         protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(job.task), "subset_seed": shot.seed}
     base: dict[str, Any] = {
@@ -160,7 +188,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         "layers": list(layers) if isinstance(layers, list) and layers else None,
         "precision": None,
         "seed": seed,
-        "headline_metric": spec.headline,
+        "headline_metric": headline,
         "environment": environment_fingerprint(),
         "k_shot": None if shot is None else shot.k,
     }
@@ -211,7 +239,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
                    "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
         inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
                              rebuild, device=device)
-        split = probe_params.get("eval_split") or probe_params.get("query_split") or "test"
+        split = probe_params.get(spec.eval_split_param) or "test"
         dataset_info = DatasetInfo(
             name=job.dataset, identity=dataset_identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
@@ -227,8 +255,9 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
             phase = "probe"
             result = saved_head.evaluate_inputs(inputs)
             protocol_params["head"] = saved_head.provenance()
-        check_result(spec, result)
-        samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit)
+        check_result(spec, result, headline)
+        samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit,
+                                             result.auxiliary, result.statistics)
         metrics, status, failure = result.metrics, "ok", None
     except Exception as error:
         metrics, samples, status = {}, None, "failed"
@@ -250,6 +279,6 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         samples=samples,
     )
     if status == "ok" and result.head is not None:
-        train_split = probe_params.get("train_split") or probe_params.get("train_splits")
+        train_split = probe_params.get(spec.train_split_param) if spec.train_split_param else None
         head_bytes = serialize_head(result.head, head_identity(record, request, spec.fit, train_split))
     return ProbeOutcome(record, samples_text, head_bytes)

@@ -70,13 +70,18 @@ class Failure(_Strict):
 
 
 class SamplesInfo(_Strict):
-    """Where a run's per-sample scores are: one row per sample, one column per mean-decomposable metric."""
+    """Where a run's per-sample scores are: one row per sample, one column per mean-decomposable metric, and the
+    auxiliary columns that non-decomposable metrics are recomputed from."""
 
     path: str  # relative to the project root
     sha256: str  # of the file's bytes
     count: int
     unit: str  # what one row is: "image", "query", "point"
     columns: list[str]  # each column's mean is the record's metric of the same name
+    # Columns that are not scores (a label, a prediction, BSDS counts): rows a resampled statistic is computed from.
+    auxiliary: list[str] = Field(default_factory=list)
+    # metric -> the `harness.probes.resampled` statistic of the auxiliary columns that reproduces it
+    statistics: dict[str, str] = Field(default_factory=dict)
 
 
 class Record(_Strict):
@@ -149,7 +154,11 @@ def parse_record(text: str, source: str = "<record>") -> Record:
 
 
 def dump_record(record: Record) -> str:
-    return json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # a record without auxiliary columns is written as before they existed, so its bytes (and hash) stay put
+    samples = record.samples
+    bare = samples is not None and not (samples.auxiliary or samples.statistics)
+    exclude = {"samples": {"auxiliary", "statistics"}} if bare else None
+    return json.dumps(record.model_dump(mode="json", exclude=exclude), sort_keys=True, separators=(",", ":"))
 
 
 def read_records(path: Path) -> list[Record]:

@@ -39,13 +39,16 @@ def samples_csv(sample_ids: Sequence[str], columns: Mapping[str, np.ndarray]) ->
 
 
 def samples_file(
-    path: Path, sample_ids: Sequence[str], columns: Mapping[str, np.ndarray], unit: str
+    path: Path, sample_ids: Sequence[str], columns: Mapping[str, np.ndarray], unit: str,
+    auxiliary: Mapping[str, np.ndarray] | None = None, statistics: Mapping[str, str] | None = None,
 ) -> tuple[str, SamplesInfo]:
     """The file's text and the record's description of it, before anything is written: a stage writes its
-    outputs only once every run in it has succeeded."""
-    text = samples_csv(sample_ids, columns)
+    outputs only once every run in it has succeeded. `auxiliary` columns (not scores: what `statistics`, metric
+    → `harness.probes.resampled` name, are recomputed from) go in the same file, named in the record apart."""
+    auxiliary = dict(auxiliary or {})
+    text = samples_csv(sample_ids, {**columns, **auxiliary})
     return text, SamplesInfo(path=str(path), sha256=sha256_bytes(text.encode()), count=len(sample_ids), unit=unit,
-                             columns=sorted(columns))
+                             columns=sorted(columns), auxiliary=sorted(auxiliary), statistics=dict(statistics or {}))
 
 
 def write_samples(

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core import paths
@@ -21,8 +22,11 @@ from harness.core.config import ConfigError, Params, load_params, probe_block
 from harness.core.paths import failure_path
 from harness.core.registry import load_code
 from harness.runs.fewshot import stage_shots
+from harness.runs.intervals import metric_interval
 from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
-from harness.runs.records import Record, dump_record
+from harness.runs.records import Record, dump_record, parse_record
+from harness.runs.reproduction import reproduces
+from harness.runs.samples import parse_samples
 from harness.stages import common
 from harness.stages.failures import clear_failure
 
@@ -61,15 +65,22 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         message = first.message.splitlines()[0] if first.message else ""
         raise common.StageFailed(f"{job.stage}: {len(failed)} of {len(records)} run(s) failed; first: "
                                  f"{first.phase}: {first.error_type}: {message}")
-    for shot, record, samples_text, head_bytes in results:
-        write_text_atomic(paths.samples_path(job.grid, job.task, job.backbone, shot), samples_text)
+    for index, (shot, record, samples_text, head_bytes) in enumerate(results):
+        record_path = paths.record_path(job.grid, job.task, job.backbone, shot)
+        samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
+        head_path = paths.head_path(job.grid, job.task, job.backbone, shot)
+        if reproduces(record, samples_text, record_path, samples_path) and (head_bytes is None) == (
+                not head_path.is_file()):
+            # the checkout's record stands: same numbers, so its files stay byte for byte (harness.runs.reproduction)
+            log.info("%s: reproduced: kept the committed record", record.run_id)
+            records[index] = parse_record(record_path.read_text(encoding="utf-8"), str(record_path))
+            continue
+        write_text_atomic(samples_path, samples_text)
         if head_bytes is not None:  # the trained head beside its record (harness.heads.load loads it)
-            write_bytes_atomic(paths.head_path(job.grid, job.task, job.backbone, shot), head_bytes)
-        write_text_atomic(paths.record_path(job.grid, job.task, job.backbone, shot), dump_record(record) + "\n")
+            write_bytes_atomic(head_path, head_bytes)
+        write_text_atomic(record_path, dump_record(record) + "\n")
     if shots == [None]:
-        # the headline only, under fixed keys: `dvc metrics show` reads one row of two columns per run and
-        # `dvc metrics diff` shows which leaderboard numbers moved (every metric is in the record beside it)
-        metrics: dict[str, Any] = {"metric": records[0].headline_metric, "headline": records[0].headline}
+        metrics = headline_metrics(records[0], paths.samples_path(job.grid, job.task, job.backbone))
     else:
         _remove_stale_runs(job, shots)
         metrics = fewshot_metrics(records)
@@ -77,6 +88,19 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
                       json.dumps(metrics, indent=1, sort_keys=True))
     clear_failure(job.stage)
     return records
+
+
+def headline_metrics(record: Record, samples_path: Path) -> dict[str, Any]:
+    """The stage's DVC metrics: the headline and its 95% bootstrap interval (as the site computes it) under fixed
+    keys, so `dvc metrics show` reads one row of four columns per run and `dvc metrics diff` shows which
+    leaderboard numbers moved (every metric is in the record beside it). No interval without per-sample rows."""
+    metrics: dict[str, Any] = {"metric": record.headline_metric, "headline": record.headline}
+    if record.samples is not None:
+        _, columns = parse_samples(samples_path.read_text(encoding="utf-8"))
+        interval = metric_interval(record, record.headline_metric, columns)
+        if interval is not None:
+            metrics |= {"low": interval.low, "high": interval.high}
+    return metrics
 
 
 def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 _STEPS = np.linspace(0.0, 1.0, 100)  # MATLAB's linspace(0, 1): 100 points
+COUNT_FIELDS = ("cnt_r", "sum_r", "cnt_p", "sum_p")  # the last axis of every counts array
 
 
 def recall_precision(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -45,21 +46,51 @@ class BestF:
 
 def best_f(thresholds: np.ndarray, recall: np.ndarray, precision: np.ndarray) -> BestF:
     """`maxF`: start at the first threshold, keep the first strictly better point along the segments."""
-    best = BestF(float(thresholds[0]), float(recall[0]), float(precision[0]),
-                 float(f_measure(recall[0], precision[0])), 0, 0.0)
-    if len(thresholds) < 2:
-        return best
-    d = _STEPS[None, :]
-    r = recall[1:, None] * d + recall[:-1, None] * (1 - d)
-    p = precision[1:, None] * d + precision[:-1, None] * (1 - d)
-    f = f_measure(r, p)
-    flat = int(np.argmax(f))  # first maximum in the loop's order (segment-major, then d)
-    segment, step = divmod(flat, len(_STEPS))
-    if f.flat[flat] <= best.f:
-        return best
-    t = thresholds[segment + 1] * _STEPS[step] + thresholds[segment] * (1 - _STEPS[step])
-    return BestF(float(t), float(r.flat[flat]), float(p.flat[flat]), float(f.flat[flat]), segment + 1,
-                 float(_STEPS[step]))
+    best = best_f_batch(np.asarray(recall)[None], np.asarray(precision)[None])
+    segment, weight = int(best.segment[0]), float(best.weight[0])
+    t = float(thresholds[0]) if segment == 0 else float(
+        thresholds[segment] * _STEPS[best.step[0]] + thresholds[segment - 1] * (1 - _STEPS[best.step[0]]))
+    return BestF(t, float(best.recall[0]), float(best.precision[0]), float(best.f[0]), segment, weight)
+
+
+@dataclass(frozen=True)
+class BestFBatch:
+    f: np.ndarray  # (B,) each
+    recall: np.ndarray
+    precision: np.ndarray
+    segment: np.ndarray  # as BestF.segment
+    step: np.ndarray  # index into the 100 points of that segment
+    weight: np.ndarray  # as BestF.weight
+
+
+_BATCH = 256  # curves per chunk: (256, K-1, 100) floats at a time
+
+
+def best_f_batch(recall: np.ndarray, precision: np.ndarray) -> BestFBatch:
+    """`best_f` of B curves at once ((B, K) recall and precision), with the same arithmetic per curve, so each
+    result has the bits `best_f` gives it alone: what a bootstrap of ODS evaluates per resample."""
+    recall, precision = np.asarray(recall, dtype=np.float64), np.asarray(precision, dtype=np.float64)
+    parts = [_best_f_chunk(recall[i:i + _BATCH], precision[i:i + _BATCH]) for i in range(0, len(recall), _BATCH)]
+    return BestFBatch(*(np.concatenate(values) for values in zip(*parts, strict=True)))
+
+
+def _best_f_chunk(recall: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray, ...]:
+    b = len(recall)
+    first_f = f_measure(recall[:, 0], precision[:, 0])
+    zeros = np.zeros(b, dtype=np.int64)
+    if recall.shape[1] < 2:
+        return first_f, recall[:, 0], precision[:, 0], zeros, zeros, np.zeros(b)
+    d = _STEPS[None, None, :]
+    r = recall[:, 1:, None] * d + recall[:, :-1, None] * (1 - d)
+    p = precision[:, 1:, None] * d + precision[:, :-1, None] * (1 - d)
+    f = f_measure(r, p).reshape(b, -1)
+    flat = np.argmax(f, axis=1)  # first maximum in the loop's order (segment-major, then d)
+    rows = np.arange(b)
+    segment, step = np.divmod(flat, len(_STEPS))
+    better = f[rows, flat] > first_f
+    return (np.where(better, f[rows, flat], first_f), np.where(better, r.reshape(b, -1)[rows, flat], recall[:, 0]),
+            np.where(better, p.reshape(b, -1)[rows, flat], precision[:, 0]), np.where(better, segment + 1, 0),
+            np.where(better, step, 0), np.where(better, _STEPS[step], 0.0))
 
 
 def at_best(values: np.ndarray, best: BestF) -> np.ndarray:

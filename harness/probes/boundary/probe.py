@@ -20,9 +20,11 @@ The head trains and predicts on the run's device (`ProbeInputs.device`); its log
 steps 2 and 3 run as on a CPU-only run.
 
 Per-sample unit "image" (id = the eval item's path) with columns `image_f_at_ods` (the image's F at the
-dataset's ODS point) and `image_best_f` (its own best F along the curve); ODS, OIS, AP and R50 pool counts
-over images and have no column. Scoring runs in this process, one image at a time (about 1 s per image
-with 99 thresholds on one core; see docs/protocols.md).
+dataset's ODS point) and `image_best_f` (its own best F along the curve). ODS, OIS, AP and R50 pool counts
+over images and have no score column; the image's counts at every threshold are auxiliary columns
+(`cnt_r_000` … `sum_p_098`), from which `harness.probes.resampled` recomputes ODS, OIS and AP (checked against
+the metrics when the run ends, resampled by the site's bootstrap over images; the site also draws the pooled
+P/R curve from them). Scoring runs in this process, one image at a time (see docs/protocols.md for its cost).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import torch.nn.functional as F
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.datasets.manifest import Item, Manifest
-from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.boundary.matching import boundary_counts, bsds_thresholds
 from harness.probes.boundary.metrics import summarise
 from harness.probes.boundary.nms import edge_nms
@@ -45,6 +47,7 @@ from harness.probes.dense.params import HeadTrainingParams, Split
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.targets import encode_edge_magnitude, load_target
 from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.resampled import count_columns
 
 
 class BoundaryParams(HeadTrainingParams):
@@ -116,12 +119,15 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
         counts += [_image_counts(manifest, item, item_logits, thresholds, float(p["max_dist"]))
                    for item, item_logits in zip(batch.items, logits, strict=True)]
     metrics, columns = summarise(thresholds, np.stack(counts))
-    metrics |= {name: float(column.mean()) for name, column in columns.items()}
+    metrics |= column_means(columns)
     metrics["train_loss"] = trained.train_loss
-    return ProbeResult(metrics, [item.path for item in eval_items], columns, unit="image")
+    return ProbeResult(metrics, [item.path for item in eval_items], columns, unit="image",
+                       auxiliary=count_columns(np.stack(counts)), statistics=dict(EDGE_BSDS_STATISTICS))
 
 
+EDGE_BSDS_STATISTICS = {"ods_f": "bsds_ods_f", "ois_f": "bsds_ois_f", "ap": "bsds_ap"}
 EDGE_BSDS_PROBE = register_probe(ProbeSpec(
     name="edge_bsds", level="low", protocol="bsds500-boundary/v2", feature_mode="dense", headline="ods_f",
     run=run_boundary, params=BoundaryParams, lower_is_better=frozenset({"train_loss"}), fit="squash",
-    uses_device=True))
+    uses_device=True, statistics=EDGE_BSDS_STATISTICS,
+    train_split_param="train_splits"))

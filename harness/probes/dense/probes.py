@@ -37,7 +37,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.datasets.manifest import Manifest
-from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_of
+from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head
@@ -290,15 +291,42 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     columns = {name: column[scored] for name, column in columns.items()}
     ids = [i for i, keep in zip(ids, scored, strict=True) if keep]
     metrics = accumulator.result() if accumulator is not None else {}
-    metrics |= {name: float(column.mean()) for name, column in columns.items()}  # the column is the truth
+    metrics |= column_means(columns)  # the column is the truth
     return ProbeResult(metrics, ids, columns, unit="image")
 
 
-def _spec(name, level, protocol, headline, task, lower=()) -> ProbeSpec:
+@dataclass(frozen=True)
+class DenseArrays(ArrayForm):
+    """`probe.evaluate` on arrays: (N, C, h, w) features and (N, H, W[, 3]) raw targets, saved as .npy under the
+    task's `target` name where a dense probe reads targets; `classes`: the targets are class indices, named
+    0..K-1 unless given."""
+
+    target: str
+    classes: bool = False
+
+    def manifest(self, features, targets, classes, prepared):
+        from harness.datasets.dense_targets import save_npy
+
+        items, rows = rows_of(features, targets, labelled=False)
+        entries = {}
+        for split in sorted(targets):
+            for index, target in enumerate(targets[split]):
+                path = f"{split}/{index:06d}"
+                entries[path] = {self.target: save_npy(prepared, f"{path}/{self.target}.npy", np.asarray(target))}
+        if self.classes:
+            classes = class_names(classes, max(int(np.max(np.asarray(t))) for t in targets.values()))
+        return Manifest(ARRAYS_DATASET, str(prepared), items, classes or [], {"source": "arrays"},
+                        {"targets": entries}), rows
+
+
+def _spec(name, level, protocol, headline, task, lower=(), classes=False) -> ProbeSpec:
+    # on arrays, targets are written as the first target name the task reads; `classes`: they are class indices
+    target = task.target if isinstance(task.target, str) else task.target[0]
     return register_probe(ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
-        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True))
+        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True,
+        arrays=DenseArrays(target, classes)))
 
 
 DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))
@@ -306,12 +334,8 @@ SURFACE_NORMAL_PROBE = _spec("surface_normal", "mid", "probe3d-surface-normal/v2
                              ("mean_error", "median_error"))
 GENERIC_SEGMENTATION_PROBE = _spec("generic_segmentation", "mid", "dense-binary-segmentation/v2", "iou", GENERIC)
 SEMANTIC_SEGMENTATION_PROBE = _spec("semantic_segmentation", "high", "dense-semantic-segmentation/v2", "miou",
-                                    SEMANTIC)
+                                    SEMANTIC, classes=True)
 EDGE_PROBE = _spec("edge", "low", "dense-edge-regression/v2", "pearson", EDGE, ("rmse", "mae"))
 KEYPOINTS_PROBE = _spec("keypoints2d", "low", "dense-keypoint-heatmap/v2", "pearson", KEYPOINTS, ("rmse", "mae"))
 OCCLUSION_PROBE = _spec("occlusion_edge", "mid", "dense-occlusion-edge-log1p/v2", "pearson", OCCLUSION,
                         ("rmse", "mae"))
-
-# task name → its DenseTask (target names, encodings): what `probe.evaluate` on arrays writes targets for
-DENSE_TASKS = {"depth": DEPTH, "surface_normal": NORMALS, "generic_segmentation": GENERIC,
-               "semantic_segmentation": SEMANTIC, "edge": EDGE, "keypoints2d": KEYPOINTS, "occlusion_edge": OCCLUSION}
