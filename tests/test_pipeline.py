@@ -187,15 +187,26 @@ def test_corpus_is_exactly_the_collected_ok_records(params):
     assert all(r.status == "failed" for r in attempts)
 
 
-def test_metrics_files_match_records(params):
+def test_metrics_files_match_records_and_the_sites_intervals(params):
+    """Each stage's DVC metrics file: its record's headline with the interval the site shows for it (the same
+    bootstrap, rows and seed); few-shot stages: the mean per k."""
+    from harness.leaderboard.analysis import analyse
+    from harness.leaderboard.db import connect_corpus
+
+    corpus = read_records(ROOT / paths.CORPUS)
+    intervals = analyse(connect_corpus(corpus), corpus, ROOT).intervals
     fewshot = {}
-    for record in read_records(ROOT / paths.CORPUS):
+    for record in corpus:
         grid, task, backbone, shot = _locate(record)
         if shot is not None:
             fewshot.setdefault((grid, task, backbone), []).append(record)
             continue
         metrics = json.loads((ROOT / paths.metrics_path(grid, task, backbone)).read_text())
-        assert metrics == {"metric": record.headline_metric, "headline": record.headline}
+        interval = intervals.get((record.run_id, record.headline_metric))
+        expected = {"metric": record.headline_metric, "headline": record.headline}
+        if interval is not None:
+            expected |= {"low": interval.low, "high": interval.high}
+        assert metrics == expected, record.run_id
     for (grid, task, backbone), records in fewshot.items():
         metrics = json.loads((ROOT / paths.metrics_path(grid, task, backbone)).read_text())
         assert metrics == fewshot_metrics(records)
@@ -261,6 +272,24 @@ def test_each_stage_pins_the_outputs_it_reads_as_their_stage_locked_them(lock):
                    f"{written[dep['path']][1]}" for name, stage in lock.items() for dep in stage.get("deps", [])
                    if dep["path"] in written and dep.get("md5") != written[dep["path"]][1])
     assert len(written) > 100 and not stale, "re-run these stages (visbench-harness task=…):\n" + "\n".join(stale)
+
+
+@pytest.mark.dvc
+def test_dvc_metrics_show_reads_every_declared_file(clone):
+    """`dvc metrics show` on a clone: no "failed to load" for grids nobody ran, and each committed run's row has
+    its headline and interval."""
+    shown = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=clone, text=True,
+                           capture_output=True, timeout=300)
+    assert shown.returncode == 0 and "failed to load" not in shown.stderr + shown.stdout, shown.stderr
+    files = json.loads(shown.stdout)[""]["data"]
+    assert all("error" not in entry for entry in files.values())
+    corpus = read_records(ROOT / paths.CORPUS)
+    rows = []
+    for record in (r for r in corpus if r.k_shot is None):
+        grid, task, backbone, _ = _locate(record)
+        rows.append(files[paths.metrics_path(grid, task, backbone).as_posix()]["data"])
+        assert rows[-1]["headline"] == record.headline
+    assert sum("low" in row and "high" in row for row in rows) > len(rows) // 2  # the interval beside it
 
 
 @pytest.mark.dvc

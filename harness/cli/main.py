@@ -139,6 +139,10 @@ def run_grid(overrides: dict) -> int:
             harness_errors.append("collect/site")
     elif code and not failed:
         harness_errors.append("dvc repro")
+    from harness.pipeline import generate as pipeline
+
+    if pipeline.ensure_fresh(params):  # the grid files now declare the metrics files this run wrote
+        log.info("dvc.yaml regenerated: it declares the new runs' metrics for dvc metrics show")
     if build_site and not harness_errors and build_html():
         harness_errors.append("mkdocs build")
     # the numbers of the runs that are ok, then (ending the output) the table of those that failed

@@ -79,7 +79,8 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
         backbone_name=canonical_backbone(run.backbone), task=run.task, level=spec.level, protocol=spec.protocol,
         protocol_params=block, dataset=None, pooling_requested=pooling, pooling_resolved=None,
         feature_mode=spec.feature_mode, layers=layers, precision=params.settings.precision, image_size=None,
-        seed=params.settings.seed if shot is None else shot.seed, metrics={}, headline_metric=spec.headline,
+        seed=params.settings.seed if shot is None else shot.seed, metrics={},
+        headline_metric=spec.resolve_headline(block),
         higher_is_better={}, tolerances={}, status="failed", failure=failure, duration_s=0.0,
         environment=environment_fingerprint(), k_shot=None if shot is None else shot.k,
     ) for shot in stage_shots(params, run.grid)]

@@ -25,6 +25,8 @@ from harness.leaderboard.plots import agreement_svg
 from harness.leaderboard.plots_boards import board_interval_svg
 from harness.leaderboard.plots_boards import figure_path as board_figure_path
 from harness.leaderboard.plots_fewshot import curve_svg
+from harness.leaderboard.plots_pr import figure_path as pr_figure_path
+from harness.leaderboard.plots_pr import pr_svg
 from harness.leaderboard.proxy_validity import CSV_COLUMNS, csv_rows, proxy_fits
 from harness.leaderboard.references import reference_lines
 from harness.leaderboard.render_backbones import render_backbone_page
@@ -106,6 +108,9 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
         chart = board_interval_svg(board, analysis)
         if chart is not None:
             pages[board_figure_path(board["comparability_key"])] = chart
+        pr_figure = pr_svg(board, analysis)
+        if pr_figure is not None:
+            pages[pr_figure_path(board["comparability_key"])] = pr_figure
     codes = {key: stats.code for key, stats in analysis.stats.items()}
     pages.update(plot_data.board_distributions(con, codes))
     pages.update(plot_data.curve_data(curves))

@@ -31,6 +31,7 @@ from harness.leaderboard.markdown import (
 )
 from harness.leaderboard.plot_data import board_distribution_path
 from harness.leaderboard.plots_boards import figure_path
+from harness.leaderboard.plots_pr import figure_path as pr_figure_path
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
 
@@ -88,6 +89,10 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     if any(row["metrics"].get(headline) is not None for row in board["rows"]):  # what plots_boards draws
         lines += [f"![{attribute(stats.label)}: {cell(headline)} per row with its 95% interval]"
                   f"(../{figure_path(board['comparability_key'])}){{ .vb-figure }}", ""]
+    if any(name.startswith("cnt_r_") for row in board["rows"] if row["run_id"] in analysis.samples
+           for name in analysis.samples[row["run_id"]].auxiliary):  # what plots_pr draws
+        lines += [f"![{attribute(stats.label)}: precision against recall per row, pooled over images, with each "
+                  f"row's ODS point](../{pr_figure_path(board['comparability_key'])}){{ .vb-figure }}", ""]
     if chances:
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
@@ -195,7 +200,7 @@ def render_task_page(
         f"Level: {level_link(task['level'], '../')}. {runs}{count(task['failed_runs'], 'failed run')}. "
         "Each board ranks the runs that share a comparability key; a row is a backbone with the layers its "
         "features were read from. Numbers on different boards are not comparable. Headline values carry a "
-        "95% bootstrap interval over the run's per-sample scores; rows sharing a tie group letter are not "
+        "95% bootstrap interval over the run's per-sample rows; rows sharing a tie group letter are not "
         "significantly different (see the [reading guide](../index.md#reading-guide)); "
         "[compare](../compare.md) puts any two rows side by side on every board they share.",
         "",

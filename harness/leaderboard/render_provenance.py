@@ -100,7 +100,8 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
                                                                                kv[0]))],
         )
         lines += ["", f"Headline metric: {cell(record.headline_metric)}. Intervals are percentile bootstrap "
-                  "intervals over the per-sample scores; metrics without a per-sample column have none.", ""]
+                  "intervals over the per-sample scores; a metric that is not their mean has one where the run "
+                  "recorded the rows it is recomputed from (macro-F1, ODS, OIS, AP), others have none.", ""]
     lines += _identities(record)
     lines += _settings(record, prefix)
     lines += ["## Environment", ""]

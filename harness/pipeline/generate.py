@@ -123,6 +123,8 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
                                                                       {f"{base}.samples.csv": out}]
     if spec.fewshot is None and _saves_head(task):  # the trained head beside its record (harness.heads.load)
         outs.append({f"{base}.head.safetensors": out})
+    # a plain out here: the grid file's top-level `metrics` names the ones that exist (`_metrics_files`)
+    outs.append({f"{base}.metrics.json": out})
     return {
         "foreach": [stage_spelling(b) for b in spec.backbones],
         "do": {
@@ -132,9 +134,18 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
                      fingerprints.role_file("probe", code)],
             "params": _probe_params(params, task, grid),
             "outs": outs,
-            "metrics": [{f"{base}.metrics.json": out}],
         },
     }
+
+
+def _metrics_files(params: Params, grid: str) -> list[str]:
+    """The grid's DVC metrics files that exist, relative to its dvc.yaml (`dvc metrics show` reads these). Declared
+    on the stage, a metrics file a grid has never run is a "failed to load" for every `dvc metrics show`/`diff`:
+    35 such grids buried the numbers under errors. So a metrics file is declared once its stage has written it,
+    and the next generation (every CLI run, before and after its stages) adds it."""
+    spec = params.grids[grid]
+    files = [paths.metrics_path(grid, task, stage_spelling(b)) for task in spec.tasks for b in spec.backbones]
+    return [f"{GRID_WDIR}/{path.as_posix()}" for path in files if path.is_file()]
 
 
 def _saves_head(task: str) -> bool:
@@ -196,7 +207,8 @@ def documents(params: Params) -> dict[Path, dict[str, Any]]:
         values = dvcfiles.grid_params_file(grid).as_posix()
         for stage in stages.values():  # paths stay project-relative: the stage runs from the project root
             stage["do"] = {"wdir": GRID_WDIR, **stage["do"], "params": [{values: stage["do"]["params"]}]}
-        grids[dvcfiles.grid_file(grid)] = {"stages": stages}
+        metrics = _metrics_files(params, grid)
+        grids[dvcfiles.grid_file(grid)] = {"stages": stages, **({"metrics": metrics} if metrics else {})}
     root.update(_collect_and_site())
     from harness.leaderboard.plot_data import dvc_plots
 
@@ -521,8 +533,17 @@ def _files_key() -> str | None:
     return digest.hexdigest()
 
 
+def _metrics_key(params: Params) -> str:
+    """Which DVC metrics files exist: the grid files declare those (`_metrics_files`), so a new one regenerates."""
+    digest = hashlib.sha256()
+    for grid in params.grids:
+        for file in _metrics_files(params, grid):
+            digest.update(file.encode() + b"\0")
+    return digest.hexdigest()
+
+
 def _stamp(params: Params) -> dict[str, str | None]:
-    return {"source": source_key(params), "dvc_yaml": _files_key()}
+    return {"source": source_key(params), "dvc_yaml": _files_key(), "metrics": _metrics_key(params)}
 
 
 def _read_stamp() -> object:

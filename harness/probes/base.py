@@ -114,6 +114,10 @@ class ProbeSpec:
     # The probe parameter that may name another metric as the headline (a protocol for class-imbalanced data
     # declares `headline: macro_f1`); None: the headline is always `headline`.
     headline_param: str | None = None
+    # The folder layout a user's own data for this probe is in (`harness.runs.own_data`): class folders, a
+    # NIGHTS-style 2AFC folder, a VOC-style detection folder, or a dense folder (images/ + one folder per target).
+    # None: the probe reads a dataset made for it (warped photos, rendered scenes, BSDS annotations).
+    folder_layout: Literal["class_folders", "nights", "voc_detection", "dense_folder"] | None = None
     # The probe parameters naming the split it scores and the one(s) it trains on (None: it trains nothing).
     eval_split_param: str = "eval_split"
     train_split_param: str | None = "train_split"

@@ -137,4 +137,5 @@ CLASSIFICATION = register_probe(ProbeSpec(
     statistics={"macro_f1": "macro_f1"},
     arrays=LABELLED_ARRAYS,
     headline_param="headline",
+    folder_layout="class_folders",
 ))

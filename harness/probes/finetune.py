@@ -210,4 +210,5 @@ FINETUNE = register_probe(ProbeSpec(
     score_head=score_finetuned,
     uses_device=True,
     statistics={"macro_f1": "macro_f1"},
+    folder_layout="class_folders",
 ))

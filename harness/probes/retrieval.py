@@ -80,4 +80,5 @@ RETRIEVAL = register_probe(ProbeSpec(
     arrays=LABELLED_ARRAYS,
     eval_split_param="query_split",
     train_split_param=None,  # the gallery is searched, not trained on
+    folder_layout="class_folders",
 ))

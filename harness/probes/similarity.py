@@ -165,6 +165,7 @@ SIMILARITY = register_probe(ProbeSpec(
     params=SimilarityParams,
     arrays=TRIPLET_ARRAYS,
     train_split_param=None,
+    folder_layout="nights",
     lower_is_better=frozenset({"human_ties", "model_ties", "below_min_votes"}),
     protocol_for=similarity_protocol,
 ))

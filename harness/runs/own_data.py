@@ -3,7 +3,7 @@
 A dataset argument is one of:
 - a name from params.yaml (`fashion_mnist`);
 - a spec dict with a `kind` (and optionally a `name`), used as given;
-- a folder. What it becomes depends on what the task reads:
+- a folder, in the layout the task's probe declares (`ProbeSpec.folder_layout`):
   - labelled tasks (classification, retrieval, finetune_classification): an `image_folder`:
     `<split>/<class>/<image>` as it is, or `<class>/<image>` split per class in content-hash order, half to
     train and half to val;
@@ -23,7 +23,6 @@ from typing import Any
 
 from harness.core.config import ConfigError, Params
 
-LABELLED = ("classification", "retrieval", "finetune_classification")
 HALVES = {"train": 0.5, "val": 0.5}  # the split of a <class>/<image> folder
 
 
@@ -66,18 +65,18 @@ def _distinct(name: str, limit: int | None, stems: str | Path | None) -> str:
 def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dict[str, Any]:
     from harness.probes import get_probe
 
-    spec_of_task = get_probe(task)
-    if task in LABELLED:
+    layout = get_probe(task).folder_layout  # each probe declares the layout its data comes in
+    if layout == "class_folders":
         if stems is not None:
             raise ConfigError(f"stems= is for dense and detection data; {task} reads class folders")
         return image_folder_spec(folder)
-    if task == "similarity":
+    if layout == "nights":
         return {"kind": "nights", "root": str(folder), "splits": _split_names(folder, "data.csv")}
-    if task == "detection":
+    if layout == "voc_detection":
         _require_layout(folder, ["JPEGImages", "Annotations"], Path(stems) if stems else folder / "ImageSets" / "Main",
                         "a VOC-style folder: JPEGImages/<id>.jpg, Annotations/<id>.xml, ImageSets/Main/<split>.txt")
         return {"kind": "voc2012_detection", "root": str(folder), **_stems(folder, stems)}
-    if spec_of_task.feature_mode == "dense":
+    if layout == "dense_folder":
         _require_layout(folder, ["images"], Path(stems) if stems else folder / "splits",
                         "a dense folder: images/, one folder per target, split lists <split>.txt in splits/ "
                         "or stems=DIR")

@@ -326,7 +326,7 @@ def _spec(name, level, protocol, headline, task, lower=(), classes=False) -> Pro
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
         fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True,
-        arrays=DenseArrays(target, classes)))
+        arrays=DenseArrays(target, classes), folder_layout="dense_folder"))
 
 
 DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))

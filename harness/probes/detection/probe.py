@@ -92,4 +92,4 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
 DETECTION_PROBE = register_probe(ProbeSpec(
     name="detection", level="high", protocol=PROTOCOL, feature_mode="dense", headline="voc_map50",
     run=run_detection, params=DetectionParams, lower_is_better=frozenset({"train_loss"}), fit="squash",
-    uses_device=True))
+    uses_device=True, folder_layout="voc_detection"))
