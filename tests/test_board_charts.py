@@ -60,3 +60,37 @@ def test_a_chance_row_is_drawn_where_the_board_has_one(pages):
     for key in keys:
         svg = pages[f"plots/boards/{key}.svg"]
         assert "stroke-dasharray" in svg and "chance" in svg  # uniform guess at 1/C
+
+
+def test_boundary_boards_draw_each_rows_precision_recall_curve_at_its_ods(pages):
+    """Every edge_bsds board: a P/R figure on its page whose legend gives each row's ODS as its record has it,
+    and the board's headline with intervals (recomputed from the images' counts) instead of "no per-sample"."""
+    from harness.leaderboard.plots_pr import figure_path as pr_path
+
+    corpus = {r.run_id: r for r in read_records(ROOT / paths.CORPUS)}
+    page = pages["tasks/edge_bsds.md"]
+    keys = re.findall(r"\{ #board-([0-9a-f]+) \}", page)
+    assert keys
+    for key in keys:
+        svg = pages[pr_path(key)]
+        assert f"(../{pr_path(key)}){{ .vb-figure }}" in page
+        legend = dict(re.findall(r">([^<>]+?)  ODS F ([0-9.]+)</text>", svg))
+        rows = _board_rows(page, key)
+        assert rows and len(legend) == len(rows)
+        for row in rows:
+            label = re.sub(r"^\[(.*?)\]\(.*$", r"\1", row[1])
+            run_id = re.search(r"\(\.\./runs/[^)]*?/([^/)]+)\.md\)", row[-1])
+            value = row[2].split(" [")[0]
+            assert f"{float(legend[label]):.3f}" == f"{float(value):.3f}", (label, run_id)
+            assert " [" in row[2]  # ODS has an interval now
+    assert "no per-sample scores, so no confidence intervals" not in page
+    assert any(r.task == "edge_bsds" and r.samples.statistics.get("ods_f") == "bsds_ods_f" for r in corpus.values())
+
+
+def test_macro_f1_has_an_interval_on_classification_run_pages(pages):
+    run_pages = [text for name, text in pages.items() if name.startswith("runs/classification/")]
+    assert run_pages
+    for text in run_pages:
+        line = next(line for line in text.splitlines() if line.startswith("| `macro_f1`") or
+                    line.startswith("| macro_f1"))
+        assert re.search(r"[0-9.]+ \[[0-9.]+, [0-9.]+\]", line), line

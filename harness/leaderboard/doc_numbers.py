@@ -1,7 +1,7 @@
 """Numbers in hand-written docs, taken from the corpus or a benchmark's results file instead of typed by hand.
 
-A hand-written page (docs/protocols.md, docs/api.md, …) writes a measured number inside a marker that names its
-source; the value between the markers is what this module computes from it:
+A hand-written page (README.md, docs/protocols.md, docs/api.md, …) writes a measured number inside a marker that
+names its source; the value between the markers is what this module computes from it:
 
     <!--vb run;bsds500-edge_bsds@sobel;ods_f;.3f-->0.564<!--/vb-->      a metric of a committed record
     <!--vb count;structure_2afc-similarity@efficientnet_lite0-->192<!--/vb-->   its number of evaluation samples
@@ -26,7 +26,8 @@ from harness.leaderboard.references import _medians, _results
 from harness.runs.records import Record, read_records
 
 MARKER = re.compile(r"<!--vb (?P<source>[^>]*?)-->(?P<value>.*?)<!--/vb-->", re.DOTALL)
-PAGES = ("protocols.md", "api.md", "reproduce.md")  # the hand-written pages that quote measurements
+# the hand-written pages that quote measurements, relative to the project root
+PAGES = ("README.md", "docs/protocols.md", "docs/api.md", "docs/reproduce.md")
 
 
 class SourceError(ValueError):
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(".")
     corpus = load_corpus(root)
     for name in PAGES:
-        page = root / paths.DOCS / name
+        page = root / name
         text = page.read_text(encoding="utf-8")
         filled = fill(text, corpus, root)
         if filled != text:
