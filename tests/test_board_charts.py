@@ -94,3 +94,14 @@ def test_macro_f1_has_an_interval_on_classification_run_pages(pages):
         line = next(line for line in text.splitlines() if line.startswith("| `macro_f1`") or
                     line.startswith("| macro_f1"))
         assert re.search(r"[0-9.]+ \[[0-9.]+, [0-9.]+\]", line), line
+
+
+def test_macro_f1_has_an_interval_on_classification_boards(pages):
+    page = pages["tasks/classification.md"]
+    header = next(line for line in page.splitlines() if line.startswith("| Rank |"))
+    columns = [c.strip() for c in header.strip("|").split(" | ")]
+    assert "macro_f1 [95% CI]" in columns
+    at = columns.index("macro_f1 [95% CI]")
+    key = re.findall(r"\{ #board-([0-9a-f]+) \}", page)[0]
+    rows = _board_rows(page, key)
+    assert rows and all(re.fullmatch(r"[0-9.]+ \[[0-9.]+, [0-9.]+\]", row[at]) for row in rows)

@@ -21,6 +21,7 @@ DIAGONAL_FILL, DIAGONAL_TEXT = "#d9d9d9", "#444444"
 EMPTY_FILL, EMPTY_STROKE, EMPTY_TEXT = "#ffffff", "#cccccc", "#777777"
 FONT = 12.0
 PAD = 10.0
+FIT_WIDTH = 930.0  # the site's content column at a 1280-px window (tests/test_browser.py measures 938 px)
 
 
 def _legend(svg: Svg, analysis: Analysis, columns: list[dict[str, Any]], y: float) -> float:
@@ -43,9 +44,12 @@ def agreement_svg(analysis: Analysis) -> str:
     `analysis.agreement_columns`; a pair with fewer than MIN_CORRELATION_N common rows shows its n only."""
     columns = analysis.agreement_columns
     codes = [analysis.stats[b["comparability_key"]].code for b in columns]
-    # as narrow as a code and a value allow, so that a matrix of 15 boards fits a laptop's content column
-    cell_w, cell_h, title_h, head_h = max(56.0, text_width("B-0000", FONT) + PAD), 44.0, 24.0, 22.0
+    # 56 px a cell, narrower as boards are added (down to what a code, a value or an n needs), so that the matrix
+    # keeps fitting a laptop's content column (FIT_WIDTH); past that floor the page scrolls it sideways
     label_w = text_width(max(codes, key=len, default=""), FONT) + 2 * PAD
+    legible = max(text_width(t, FONT) for t in ("B-0000", "−0.00", "n=999")) + 4
+    fit = (FIT_WIDTH - label_w - PAD) / max(len(columns), 1)
+    cell_w, cell_h, title_h, head_h = max(legible, min(56.0, fit)), 44.0, 24.0, 22.0
     grid_x, grid_y = label_w, title_h + head_h
     legend_y = grid_y + len(columns) * cell_h + 2 * PAD
     title = "Rank agreement: Spearman ρ below the diagonal, Kendall τ above"

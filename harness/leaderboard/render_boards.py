@@ -54,7 +54,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         f"{protocol_link(board['protocol'], '../')}; tied values share a rank. "
         f"Data: [downloads](../downloads.md) (the whole corpus and every per-sample score)"
         + (f", [this board's score distributions](../{board_distribution_path(stats.code)}) (CSV)."
-           if len(stats.without_samples) < len(board["rows"]) else "."),
+           if _scored(board, analysis) else "."),
         "",
         "Caveats: " + "; ".join(_caveats(board, stats)) + ".",
         "",
@@ -68,9 +68,19 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     has_interval = any((row["run_id"], headline) in analysis.intervals for row in board["rows"])
     headline_head = f"**{cell(headline)}**" + (" [95% CI]" if has_interval else "")
     others = [n for n in names if n != headline]
+    # Metrics that are not means (macro-F1, OIS, AP) carry their interval beside the value: the runs' per-sample
+    # rows were kept for them (`RunSamples.statistics`); a mean's interval is on its run page.
+    resampled = {n for n in others for row in board["rows"]
+                 if n in getattr(analysis.samples.get(row["run_id"]), "statistics", {})}
+
+    def other(row: dict[str, Any], name: str) -> str:
+        interval = analysis.intervals.get((row["run_id"], name)) if name in resampled else None
+        return with_interval(row["metrics"].get(name), interval) if interval else number(row["metrics"].get(name))
+
     # Rank, row, headline and tie group first: with the backbone column pinned (docs/stylesheets/site.css)
     # they stay in view however far a wide board scrolls, and on a phone's width before it scrolls.
-    header = ["Rank", "Backbone", headline_head, "Tie group", *(cell(n) for n in others), "Run"]
+    header = ["Rank", "Backbone", headline_head, "Tie group",
+              *(cell(n) + (" [95% CI]" if n in resampled else "") for n in others), "Run"]
     rows = []
     for row in board["rows"]:
         rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
@@ -79,7 +89,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
         rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
                      stats.groups.get(row["run_id"], MISSING),
-                     *(number(row["metrics"].get(n)) for n in others),
+                     *(other(row, n) for n in others),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
     chances = chance_rows(board, analysis.sample_ids(board))
     for chance in chances:
@@ -98,6 +108,13 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
     return lines + _adjacent_tests(board, stats) + _identity(board, stats)
+
+
+def _scored(board: dict[str, Any], analysis: Analysis) -> bool:
+    """Whether any row has the headline as a per-sample score column: what the board's distribution CSV holds (a
+    resampled statistic such as ODS has intervals but no per-sample score to plot)."""
+    return any(board["headline_metric"] in analysis.samples[row["run_id"]].columns
+               for row in board["rows"] if row["run_id"] in analysis.samples)
 
 
 def _identity(board: dict[str, Any], stats: BoardStats) -> list[str]:
