@@ -386,3 +386,26 @@ def test_an_override_of_a_key_params_yaml_leaves_at_its_default_is_added_with_a_
         "probes.correspondence.margin=0.2", "+probes.correspondence.mutual=true"]
     with pytest.raises(ConfigError, match="ratio: Input should be less than or equal to 1"):
         validated_overrides(params, runs, {"correspondence.ratio": 2})
+
+
+def test_help_task_says_what_the_probe_declares(capsys, monkeypatch):
+    """`help TASK`: protocol and its anchor, headline and direction, every parameter with its default and the
+    params.yaml value, the data layout, the grids that run it, and the committed records' metrics."""
+    from harness.probes import get_probe
+    from harness.runs.own_data import LAYOUTS
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert cli.main(["help", "classification"]) == 0
+    out = capsys.readouterr().out
+    spec = get_probe("classification")
+    assert f"protocol {spec.protocol} (docs/protocols.md#linear-probe-adamw-v3)" in out
+    assert "headline: top1 (higher is better); or the `headline` parameter's choice" in out
+    assert all(re.search(rf"^  {name} +", out, re.M) for name in spec.params.model_fields)
+    assert "  headline           default 'top1'; not set in params.yaml" in out
+    assert LAYOUTS["class_folders"] in out and "grid cifar10: dataset cifar10" in out
+    assert re.search(r"metrics in its \d+ committed record\(s\): macro_f1, top1, top5, train_top1", out)
+    assert cli.main(["help", "relative_depth"]) == 0
+    out = capsys.readouterr().out
+    assert "whdr (lower is better)" in out and "a dataset made for it" in out
+    assert cli.main(["help", "nope"]) == 2
+    assert "unknown task 'nope'. Valid tasks: classification" in capsys.readouterr().err

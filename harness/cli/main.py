@@ -12,6 +12,7 @@
                                                        default: settings.device, auto = a GPU if present)
     visbench-harness devices=0,1 grid=all              one process per GPU, the backbones split between them
     visbench-harness list                              backbones (and their weights), tasks, datasets, grids
+    visbench-harness help TASK                         a task's protocol, parameters, data layout and metrics
     visbench-harness verify [grid=… task=… backbone=…] [tolerance=1e-6]
                                                        re-run stages, diff against the corpus (exact, or
                                                        within a tolerance: float rounding on another CPU)
@@ -290,6 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "help"):
+        if args[0] == "help" and len(args) == 2:  # help TASK: the task's protocol, parameters, data and metrics
+            from harness.cli.task_help import task_help
+
+            try:
+                print(task_help(args[1]))
+            except (UnknownNameError, KeyError) as error:
+                print(f"visbench-harness: error: {error.args[0] if error.args else error}", file=sys.stderr)
+                return 2
+            return 0
         print(__doc__)
         return 0
     command = args.pop(0) if args and "=" not in args[0] else "run"

@@ -24,6 +24,13 @@ from typing import Any
 from harness.core.config import ConfigError, Params
 
 HALVES = {"train": 0.5, "val": 0.5}  # the split of a <class>/<image> folder
+# What each `ProbeSpec.folder_layout` expects of a folder (`data=DIR`): the refusals below and `help TASK` say it.
+LAYOUTS = {
+    "class_folders": "class folders: <split>/<class>/<image>, or <class>/<image> (split in halves per class)",
+    "nights": "a NIGHTS-style 2AFC folder: data.csv, ref/, distort/",
+    "voc_detection": "a VOC-style folder: JPEGImages/<id>.jpg, Annotations/<id>.xml, ImageSets/Main/<split>.txt",
+    "dense_folder": "a dense folder: images/, one folder per target, split lists <split>.txt in splits/ or stems=DIR",
+}
 
 
 def dataset_spec(dataset: str | Path | dict[str, Any], task: str, project: Params | None, *, limit: int | None = None,
@@ -74,12 +81,10 @@ def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dic
         return {"kind": "nights", "root": str(folder), "splits": _split_names(folder, "data.csv")}
     if layout == "voc_detection":
         _require_layout(folder, ["JPEGImages", "Annotations"], Path(stems) if stems else folder / "ImageSets" / "Main",
-                        "a VOC-style folder: JPEGImages/<id>.jpg, Annotations/<id>.xml, ImageSets/Main/<split>.txt")
+                        LAYOUTS[layout])
         return {"kind": "voc2012_detection", "root": str(folder), **_stems(folder, stems)}
     if layout == "dense_folder":
-        _require_layout(folder, ["images"], Path(stems) if stems else folder / "splits",
-                        "a dense folder: images/, one folder per target, split lists <split>.txt in splits/ "
-                        "or stems=DIR")
+        _require_layout(folder, ["images"], Path(stems) if stems else folder / "splits", LAYOUTS[layout])
         return {"kind": "dense_folder", "root": str(folder), **_stems(folder, stems)}
     raise ConfigError(f"task {task} reads a dataset made for it (e.g. correspondence's warped photos); name one "
                       "from params.yaml instead of a folder")
