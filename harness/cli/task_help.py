@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import inspect
 import sys
-from pathlib import Path
 
 from harness.core import paths
-from harness.core.config import load_params
+from harness.core.config import PARAMS_FILE, load_params
 from harness.leaderboard.markdown import protocol_anchor
 from harness.probes import PROBES, get_probe
 from harness.runs.own_data import LAYOUTS
@@ -22,7 +21,7 @@ from harness.runs.records import read_records
 
 def task_help(task: str) -> str:
     spec = get_probe(task)  # an unknown task: one line naming the valid ones
-    params = load_params() if Path("params.yaml").is_file() else None
+    params = load_params() if PARAMS_FILE.is_file() else None
     lines = [f"{task}: {spec.level}-level probe, protocol {spec.protocol} "
              f"(docs/protocols.md#{protocol_anchor(spec.protocol)})"]
     doc = inspect.getdoc(sys.modules[PROBES.module_of(task)]) or ""  # the module that registered the probe

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from harness.core import paths
-from harness.leaderboard.references import _medians, _results
+from harness.leaderboard.references import medians, results_files
 from harness.runs.records import Record, read_records
 
 MARKER = re.compile(r"<!--vb (?P<source>[^>]*?)-->(?P<value>.*?)<!--/vb-->", re.DOTALL)
@@ -50,18 +50,18 @@ def value_of(source: str, corpus: dict[str, Record], root: Path) -> str:
         return format(record.metrics[metric], form)
     if kind in ("bench", "ratio", "detail"):
         bench, name, form = args[0], args[1], args[2] if len(args) > 2 else ".3f"
-        files = _results(root, bench)
+        files = results_files(root, bench)
         if not files:
             raise SourceError(f"no results file of benchmark {bench!r} in {root / 'benchmarks/results'}")
         if kind in ("bench", "detail"):
-            medians = _medians(files[0])
-            if name not in medians:
+            measured = medians(files[0])
+            if name not in measured:
                 raise SourceError(f"{files[0]['path']} has no measurement {name!r}")
             if kind == "detail":
-                if form not in medians[name][1]:
+                if form not in measured[name][1]:
                     raise SourceError(f"{files[0]['path']}: measurement {name!r} records no {form!r}")
-                return str(medians[name][1][form])
-            return format(medians[name][0], form)
+                return str(measured[name][1][form])
+            return format(measured[name][0], form)
         ratios = {r.get("name"): r.get("value") for r in files[0].get("ratios", []) if isinstance(r, dict)}
         if name not in ratios:
             raise SourceError(f"{files[0]['path']} has no ratio {name!r}")

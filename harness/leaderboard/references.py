@@ -19,7 +19,7 @@ from harness.leaderboard.markdown import cell
 RESULTS = Path("benchmarks") / "results"
 
 
-def _results(root: Path, bench: str) -> list[dict[str, Any]]:
+def results_files(root: Path, bench: str) -> list[dict[str, Any]]:
     """Every machine's results file of `bench`, in name order; a file that is not a results file is skipped
     (benchmarks/performance_page.py refuses it with its name)."""
     found = []
@@ -33,15 +33,15 @@ def _results(root: Path, bench: str) -> list[dict[str, Any]]:
     return found
 
 
-def _medians(results: dict[str, Any]) -> dict[str, tuple[float, dict[str, Any]]]:
+def medians(results: dict[str, Any]) -> dict[str, tuple[float, dict[str, Any]]]:
     return {m["name"]: (m["median"], m.get("details") or {}) for m in results["measurements"]
             if isinstance(m, dict) and "name" in m and "median" in m}
 
 
 def hed_anchor(root: Path) -> list[str]:
     lines = []
-    for results in _results(root, "hed_bsds_anchor"):
-        values = _medians(results)
+    for results in results_files(root, "hed_bsds_anchor"):
+        values = medians(results)
         names = ("ODS F", "OIS F", "AP")
         if not all(name in values and f"published {name}" in values for name in names):
             continue
