@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from harness.probes.anomaly.statistics import STATISTICS as ANOMALY_STATISTICS
 from harness.probes.boundary.metrics import COUNT_FIELDS, average_precision, best_f_batch, f_measure, recall_precision
 
 # (columns, weights, argument) -> (B,) values; the argument is what follows ":" in the statistic's recorded name
@@ -114,6 +115,7 @@ def average_precision_bsds(columns: Mapping[str, np.ndarray], weights: np.ndarra
 # ("macro_f1:10": over 10 classes), so the site recomputes a run's metric with no probe module.
 STATISTICS: dict[str, Statistic] = {
     "macro_f1": macro_f1, "bsds_ods_f": ods_f, "bsds_ois_f": ois_f, "bsds_ap": average_precision_bsds,
+    **ANOMALY_STATISTICS,
 }
 
 
