@@ -115,9 +115,10 @@ class ProbeSpec:
     # declares `headline: macro_f1`); None: the headline is always `headline`.
     headline_param: str | None = None
     # The folder layout a user's own data for this probe is in (`harness.runs.own_data`): class folders, a
-    # NIGHTS-style 2AFC folder, a VOC-style detection folder, or a dense folder (images/ + one folder per target).
+    # NIGHTS-style 2AFC folder, a VOC-style detection folder, a dense folder (images/ + one folder per target), or
+    # an MVTec AD-style anomaly folder (train/good, test/<type>, ground_truth/<type>).
     # None: the probe reads a dataset made for it (warped photos, rendered scenes, BSDS annotations).
-    folder_layout: Literal["class_folders", "nights", "voc_detection", "dense_folder"] | None = None
+    folder_layout: Literal["class_folders", "nights", "voc_detection", "dense_folder", "anomaly_folder"] | None = None
     # The probe parameters naming the split it scores and the one(s) it trains on (None: it trains nothing).
     eval_split_param: str = "eval_split"
     train_split_param: str | None = "train_split"
