@@ -60,7 +60,7 @@ def defect_types(root: Path) -> list[str]:
 def check_layout(root: Path, name: str = "data") -> None:
     """Refuse a folder that is not in the layout, in one line naming the fix; reads folder listings only."""
     root = Path(root)
-    where = f"dataset {name}: {root}"
+    where = f"dataset {name} ({root})"
     if not root.is_dir():
         raise DatasetError(f"{where} is not a folder (an anomaly folder holds {LAYOUT})")
     for needed in ("train/good", "test"):
