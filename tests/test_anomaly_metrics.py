@@ -14,7 +14,7 @@ from sklearn.metrics import average_precision_score, precision_recall_curve, roc
 
 from harness.probes import resampled
 from harness.probes.anomaly import metrics
-from harness.probes.anomaly.statistics import ANOMALOUS, METRIC_STATISTICS, SCORE
+from harness.probes.statistics.anomaly import ANOMALOUS, METRIC_STATISTICS, SCORE
 
 EIGHT_CONNECTED = np.ones((3, 3), dtype=int)  # MVTec AD's structure for ground-truth regions
 

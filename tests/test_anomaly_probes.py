@@ -30,8 +30,8 @@ from harness.probes.anomaly import maps
 from harness.probes.anomaly.detector import AnomalyParams
 from harness.probes.anomaly.gaussian import ledoit_wolf, mahalanobis_distance
 from harness.probes.anomaly.knn import nearest_distance
-from harness.probes.anomaly.statistics import ANOMALOUS, DEFECT_TYPE, SCORE
 from harness.probes.base import ProbeInputs, validate_probe_params
+from harness.probes.statistics.anomaly import ANOMALOUS, DEFECT_TYPE, SCORE
 from harness.runs.fewshot import Shot, fewshot_manifest
 from harness.runs.own_data import folder_spec
 from harness.runs.probe_run import check_result

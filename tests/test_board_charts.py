@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+import numpy as np
 import pytest
 
 from harness.core import paths
@@ -105,3 +107,60 @@ def test_macro_f1_has_an_interval_on_classification_boards(pages):
     key = re.findall(r"\{ #board-([0-9a-f]+) \}", page)[0]
     rows = _board_rows(page, key)
     assert rows and all(re.fullmatch(r"[0-9.]+ \[[0-9.]+, [0-9.]+\]", row[at]) for row in rows)
+
+
+def test_overlap_boards_set_overlap_beside_the_linear_probe_on_the_same_features(pages):
+    """Each class-overlap board's comparison table: every row's overlap and linear top-1 are its two records'
+    values, its ranks order them (least overlap, best top-1 first), and the reading follows the rank gap."""
+    from harness.leaderboard.render_overlap import RANK_GAP
+
+    corpus = [r for r in read_records(ROOT / paths.CORPUS) if r.status == "ok" and r.k_shot is None]
+    page = pages["tasks/class_overlap.md"]
+    sections = page.split("Overlap against the linear probe on the same features")[1:]
+    assert sections
+    for section in sections:
+        rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in section.split("\n\n", 2)[1].splitlines()
+                if line.startswith("| [")]
+        assert len(rows) >= 3
+        for row in rows:
+            name = re.sub(r"^\[(.*?)\]\(.*$", r"\1", row[0])
+            assert any(r.task == "class_overlap" and r.backbone_name == name
+                       and f"{r.metrics['overlap']:.4f}" == row[1] for r in corpus)
+            assert any(r.task == "classification" and r.backbone_name == name
+                       and f"{r.metrics['top1']:.4f}" == row[3] for r in corpus)
+            gap = float(row[4]) - float(row[2])
+            assert row[5] == ("agree" if abs(gap) < RANK_GAP else
+                              "neighbourhoods separate its classes better than a hyperplane does" if gap > 0 else
+                              "a hyperplane finds what its neighbourhoods mix")
+        overlaps = [float(r[1]) for r in rows]
+        ranks = [float(r[2]) for r in rows]
+        assert all((a < b) == (ra < rb) for a, ra in zip(overlaps, ranks, strict=True)
+                   for b, rb in zip(overlaps, ranks, strict=True) if a != b)
+
+
+def test_overlap_run_pages_show_per_class_overlap_from_the_samples(pages):
+    from harness.probes.class_overlap import per_class
+
+    runs = [r for r in read_records(ROOT / paths.CORPUS) if r.task == "class_overlap" and r.status == "ok"]
+    assert runs
+    for record in runs:
+        (text,) = [t for name, t in pages.items() if name.startswith("runs/class_overlap/")
+                   and f"# {record.run_id}\n" in t]
+        with open(ROOT / record.samples.path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        columns = {name: np.array([float(row[name]) for row in rows]) for name in rows[0] if name != "sample_id"}
+        section = text.split("## Class overlap", 1)[1]
+        shown = dict(re.findall(r"^\| ([^|]+?) \| \d+ \| ([0-9.]+) \|$", section, flags=re.M))
+        names = {int(float(row["label"])): PurePosixPath(row["sample_id"]).parent.name for row in rows}
+        for label, value in per_class(columns).items():
+            assert shown[names[label]] == f"{value:.4f}"
+
+
+def test_diagnostic_boards_stay_out_of_the_cross_task_table(pages):
+    """Class overlap and the head-family sweep re-read classification datasets: on their task pages, in no
+    column of the cross-task table (so in no row's mean)."""
+    overview = pages["index.md"].split("{ #cross-task }", 1)[1].split("\n## Levels", 1)[0]
+    for task in ("class_overlap", "head_family"):
+        assert "{ #board-" in pages[f"tasks/{task}.md"]
+        assert f"tasks/{task}.md#board-" not in overview
+    assert "tasks/classification.md#board-" in overview

@@ -17,6 +17,7 @@ from harness.probes.base import validate_probe_params
 from harness.probes.classification import topk_accuracy, topk_correct
 from harness.probes.correspondence import evaluation_points
 from harness.probes.retrieval import retrieval_metrics, retrieval_scores
+from harness.runs.probe_run import check_result
 
 
 @pytest.fixture(autouse=True)
@@ -219,7 +220,7 @@ def test_registered_probes():
         "classification", "correspondence", "retrieval", "depth", "surface_normal", "generic_segmentation",
         "semantic_segmentation", "edge", "keypoints2d", "occlusion_edge", "similarity",
         "detection", "edge_bsds", "finetune_classification", "counting", "illuminant", "relative_depth",
-        "anomaly_knn", "anomaly_gaussian"}
+        "anomaly_knn", "anomaly_gaussian", "class_overlap", "head_family"}
     assert get_probe("correspondence").higher_is_better({"pck@8": 1, "mean_error_px": 2}) == {
         "pck@8": True, "mean_error_px": False}
 
@@ -402,3 +403,52 @@ def test_floored_std_keeps_near_constant_features_from_exploding():
     assert np.allclose(out, np.maximum(std, floor) + 1e-6, rtol=1e-6)
     assert out[2] == out[3] and out[2] > 0.1  # the floor, not 1e-9
     assert np.allclose(floored_std(np.full(5, 3.0)), 3.0 + 1e-6)  # no effect on a uniform scale
+
+
+def test_patch_thresholds_are_each_backbones_cell_pitch_in_pixels():
+    """Under GEOMETRY a 7×7 map's cells are 224/7 = 32 px of the resized image, 32·256/256 px of the photo: PCK at
+    1 patch is PCK at 32 px, and a 14×14 map's 1 patch is 16 px."""
+    rng = np.random.default_rng(3)
+    manifest = _pair_manifest([np.eye(3), np.array([[1.0, 0.02, 5.0], [0.01, 1.0, -7.0], [0.0, 0.0, 1.0]])])
+    for grid, pixels in ((7, 32), (14, 16)):
+        table = {item.path: rng.normal(size=(8, grid, grid)).astype(np.float32) for item in manifest.items}
+        in_px = _filtered(manifest, table, thresholds_px=[pixels / 2, pixels, 2 * pixels], headline=f"pck@{pixels}")
+        in_patch = _filtered(manifest, table, thresholds_px=[0.5, 1, 2], units="patch", headline="pck@1patch")
+        for t, px in ((0.5, pixels / 2), (1, pixels), (2, 2 * pixels)):
+            np.testing.assert_array_equal(in_patch.samples[f"pck@{t:g}patch"], in_px.samples[f"pck@{px:g}"])
+            np.testing.assert_array_equal(in_patch.samples[f"ceiling_pck@{t:g}patch"],
+                                          in_px.samples[f"ceiling_pck@{px:g}"])
+        np.testing.assert_array_equal(in_patch.samples["auc@2patch"], in_px.samples[f"auc@{2 * pixels:g}"])
+        check_result(get_probe("correspondence"), in_patch, "pck@1patch")
+
+
+def test_a_headline_the_thresholds_do_not_give_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"headline 'pck@16' is not among the PCKs these thresholds give "
+                                         r"\(pck@0.5patch, pck@1patch\): set headline to one of them"):
+        validate_probe_params("correspondence", {**CORRESPONDENCE_PARAMS, "thresholds_px": [0.5, 1],
+                                                 "units": "patch"})
+
+
+def test_a_warp_sweep_reports_pck_per_strength(tmp_path):
+    photos = ["skimage:astronaut", "skimage:coffee"]
+    sweep = prepare_homography_photos("sweep", tmp_path / "sweep", photos, 64, 2, [0.05, 0.2], seed=1)
+    single = prepare_homography_photos("one", tmp_path / "one", photos, 64, 2, 0.05, seed=1)
+    assert [p["max_shift"] for p in sweep.extra["pairs"]] == [0.05, 0.05, 0.2, 0.2] * 2
+    assert all("max_shift" not in p for p in single.extra["pairs"])  # a single level writes what it always did
+    assert [i.path for i in single.items] == ["astronaut/source.png", "astronaut/warp0.png", "astronaut/warp1.png",
+                                             "coffee/source.png", "coffee/warp0.png", "coffee/warp1.png"]
+    # the first level's warps are the single-level dataset's: the same draws in the same order
+    assert sweep.extra["pairs"][0]["homography"] == single.extra["pairs"][0]["homography"]
+    with pytest.raises(ValueError, match="each in"):
+        prepare_homography_photos("bad", tmp_path / "bad", photos, 64, 2, [0.05, 0.6], seed=1)
+    rng = np.random.default_rng(4)
+    manifest = Manifest("sweep", str(tmp_path), sweep.items, sweep.classes, {"size": SIZE}, sweep.extra)
+    table = {item.path: rng.normal(size=(4, 8, 8)).astype(np.float32) for item in manifest.items}
+    result = _filtered(manifest, table)
+    level = np.array([float(p["max_shift"]) for p in manifest.extra["pairs"]
+                      for _ in range(len(evaluation_points(SIZE, 12, 0.1, np.asarray(p["homography"]))))])
+    for shift in (0.05, 0.2):
+        for t in (8, 16, 32):
+            assert result.metrics[f"pck@{t}_shift{shift:g}"] == pytest.approx(
+                result.samples[f"pck@{t}"][level == shift].mean(), abs=1e-15)
+    check_result(get_probe("correspondence"), result)

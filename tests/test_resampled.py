@@ -73,6 +73,40 @@ def test_best_f_batch_gives_each_curve_the_bits_best_f_gives_it_alone():
             batch.f[i], batch.recall[i], batch.precision[i], batch.segment[i], batch.weight[i])
 
 
+def _exhaustive_best_f(recall, precision):
+    """maxF over every segment's 100 points, no pruning: the first strictly better point in loop order."""
+    steps = np.linspace(0.0, 1.0, 100)
+    best = (metrics.f_measure(recall[0], precision[0]), recall[0], precision[0], 0, 0)
+    for j in range(1, len(recall)):
+        r = recall[j] * steps + recall[j - 1] * (1 - steps)
+        p = precision[j] * steps + precision[j - 1] * (1 - steps)
+        f = metrics.f_measure(r, p)
+        k = int(np.argmax(f))
+        if f[k] > best[0]:
+            best = (f[k], r[k], p[k], j, k)
+    return best
+
+
+@pytest.mark.parametrize("shape", ["random", "monotone", "flat"])
+def test_best_f_batch_skips_only_segments_that_cannot_hold_the_maximum(shape):
+    """The bound-pruned search returns, bit for bit, what sampling every segment returns (ties included: a flat
+    curve's maximum is its first point, a plateau's first sample)."""
+    rng = np.random.default_rng(9)
+    if shape == "random":
+        curves = [metrics.recall_precision(c) for c in _random_counts(300, 12, rng)]
+        recall, precision = np.stack([r for r, _ in curves]), np.stack([p for _, p in curves])
+    elif shape == "monotone":  # a real P/R curve: recall falls and precision rises with the threshold
+        recall = np.sort(rng.uniform(0, 1, (300, 99)), axis=1)[:, ::-1]
+        precision = np.sort(rng.uniform(0, 1, (300, 99)), axis=1)
+    else:
+        recall, precision = np.full((5, 20), 0.5), np.full((5, 20), 0.25)
+    batch = metrics.best_f_batch(recall, precision)
+    for i in range(len(recall)):
+        f, r, p, segment, step = _exhaustive_best_f(recall[i], precision[i])
+        assert (batch.f[i], batch.recall[i], batch.precision[i], batch.segment[i], batch.step[i]) == (
+            f, r, p, segment, step)
+
+
 def test_counts_of_refuses_a_missing_threshold():
     columns = resampled.count_columns(_random_counts(3, 4, np.random.default_rng(1)))
     del columns["sum_p_002"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from sklearn.metrics import f1_score
 
 from harness.core.hashing import sha256_file
 from harness.datasets.distortion_2afc import DISTORTIONS, prepare_distortion_2afc
@@ -65,6 +66,7 @@ def test_scores_match_a_plain_per_triplet_reference(min_votes):
     result = _run(_triplet_manifest(triplets), features, min_votes=min_votes)
 
     expected, ids, human_ties, below, model_ties = [], [], 0, 0, 0
+    truth, picked = [], []  # sides for sklearn's F1: 0 left, 1 right; a model tie picks "tie"
     for t in triplets:
         if t["split"] != "test":
             continue
@@ -82,6 +84,8 @@ def test_scores_match_a_plain_per_triplet_reference(min_votes):
         else:
             expected.append(1.0 if (to_left > to_right) == (t["left_vote"] > t["right_vote"]) else 0.0)
         ids.append(t["id"])
+        truth.append("left" if t["left_vote"] > t["right_vote"] else "right")
+        picked.append("tie" if to_left == to_right else "left" if to_left > to_right else "right")
 
     assert result.sample_ids == ids
     np.testing.assert_array_equal(result.samples["accuracy"], expected)
@@ -90,6 +94,9 @@ def test_scores_match_a_plain_per_triplet_reference(min_votes):
     assert result.metrics["human_ties"] == human_ties > 0
     assert result.metrics["below_min_votes"] == below
     assert result.metrics["model_ties"] == model_ties > 0
+    assert result.metrics["tie_rate"] == pytest.approx(model_ties / len(ids), abs=1e-15)
+    assert result.metrics["f1"] == pytest.approx(
+        f1_score(truth, picked, labels=["left", "right"], average="macro", zero_division=0), abs=1e-15)
     by_id = {t["id"]: t for t in triplets}
     for name, flag in (("accuracy_imagenet", True), ("accuracy_no_imagenet", False)):
         part = [s for i, s in zip(ids, expected, strict=True) if by_id[i]["is_imagenet"] is flag]

@@ -4,6 +4,10 @@ Sources are real photographs bundled with scikit-image and scikit-learn (no down
 centre-cropped to a square and resized; each warp perturbs the four corners by up to `max_shift` of
 the side and maps the photo through the resulting homography. Everything is seeded, so the pairs and
 their ground truth are identical on every machine.
+
+A list of `max_shift` levels makes a warp-strength sweep: `warps_per_photo` warps of every photo at each level
+(`<photo>/s<level index>_warp<i>.png`), each pair recording its level, so the correspondence probe can report
+PCK per level. A single value writes the layout and manifest it always has.
 """
 
 from __future__ import annotations
@@ -110,8 +114,13 @@ def warp_photo(photo: np.ndarray, homography: np.ndarray) -> np.ndarray:
 
 @DATASET_KINDS.register("homography_photos")
 def prepare_homography_photos(
-    name: str, out_dir: Path, photos: list[str], size: int, warps_per_photo: int, max_shift: float, seed: int
+    name: str, out_dir: Path, photos: list[str], size: int, warps_per_photo: int, max_shift: float | list[float],
+    seed: int,
 ) -> Manifest:
+    levels = [max_shift] if isinstance(max_shift, int | float) else list(max_shift)
+    if not levels or any(not 0 < level < 0.5 for level in levels) or len(set(levels)) < len(levels):
+        raise ValueError(f"max_shift {max_shift!r}: give one value, or distinct values, each in (0, 0.5) of the side")
+    sweep = not isinstance(max_shift, int | float)
     rng = np.random.default_rng(seed)
     items: list[Item] = []
     pairs = []
@@ -120,13 +129,15 @@ def prepare_homography_photos(
         stem = photo_stem(ref)
         source_rel = f"{stem}/source.png"
         items.append(Item(source_rel, write_png(out_dir / source_rel, photo), "test", photo_index))
-        for warp_index in range(warps_per_photo):
-            homography = random_homography(rng, size, max_shift)
-            target_rel = f"{stem}/warp{warp_index}.png"
-            items.append(Item(target_rel, write_png(out_dir / target_rel, warp_photo(photo, homography)), "test",
-                              photo_index))
-            pairs.append({"source": source_rel, "target": target_rel,
-                          "homography": np.round(homography, 12).tolist()})
+        for level_index, level in enumerate(levels):
+            for warp_index in range(warps_per_photo):
+                homography = random_homography(rng, size, level)
+                target_rel = f"{stem}/s{level_index}_warp{warp_index}.png" if sweep else f"{stem}/warp{warp_index}.png"
+                items.append(Item(target_rel, write_png(out_dir / target_rel, warp_photo(photo, homography)), "test",
+                                  photo_index))
+                pairs.append({"source": source_rel, "target": target_rel,
+                              "homography": np.round(homography, 12).tolist(),
+                              **({"max_shift": level} if sweep else {})})
     params = {"photos": photos, "size": size, "warps_per_photo": warps_per_photo, "max_shift": max_shift,
               "seed": seed}
     return Manifest(name, str(out_dir), items, photo_classes(photos), params, extra={"pairs": pairs})

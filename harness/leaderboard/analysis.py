@@ -23,6 +23,7 @@ import duckdb
 import numpy as np
 
 from harness.leaderboard import db, db_crosstask, db_samples
+from harness.leaderboard.db_crosstask import DIAGNOSTIC_FAMILIES
 from harness.leaderboard.statistics import (
     ALPHA,
     MIN_CORRELATION_N,
@@ -119,7 +120,7 @@ class Analysis:
     boards: list[dict[str, Any]]
     stats: dict[str, BoardStats]  # by comparability key
     intervals: dict[tuple[str, str], Interval]  # (run id, metric) for every per-sample column
-    columns: list[dict[str, Any]]  # the cross-task table's boards: those with a ranked pretrained row
+    columns: list[dict[str, Any]]  # the cross-task table's boards: tasks' (not diagnostics') with a ranked row
     cells: dict[tuple[str, str, str], dict[str, Any]]  # (backbone name, layers, comparability key) -> cell
     rows: list[CrossTaskRow]
     agreement: dict[tuple[str, str], Correlation]  # (key, key) for columns i <= j in column order
@@ -182,7 +183,8 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
         for board in boards
         for key in [board["comparability_key"]]
     }
-    columns = [b for b in boards if any(row["rank"] is not None for row in b["rows"])]
+    columns = [b for b in boards if any(row["rank"] is not None for row in b["rows"])
+               and b["protocol"].split("/")[0] not in DIAGNOSTIC_FAMILIES]
     cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
     return Analysis(boards, stats, intervals, columns, cells, _rows(con), _agreement(columns, cells), samples)
 

@@ -13,21 +13,28 @@ import duckdb
 
 from harness.leaderboard.db import fetch
 
-# The table's columns: boards with at least one ranked pretrained row. A board of controls alone has
+# Protocol families that diagnose features rather than measure a task (neighbourhood overlap, a sweep of heads
+# over one task's data): their boards are on their task pages but in no cross-task column, or the classification
+# datasets they re-read would weigh several times in a row's mean.
+DIAGNOSTIC_FAMILIES = ("knn-class-overlap", "head-family-sweep")
+_TASK_BOARDS = ("comparability_key NOT IN (SELECT comparability_key FROM records WHERE split_part(protocol, '/', 1) "
+                f"IN ({', '.join(repr(f) for f in DIAGNOSTIC_FAMILIES)}))")
+
+# The table's columns: boards of tasks with at least one ranked pretrained row. A board of controls alone has
 # no pretrained scale to place anything on.
-_COLUMNS_CTE = "SELECT DISTINCT comparability_key FROM board_rows WHERE ranked_count > 0"
+_COLUMNS_CTE = f"SELECT DISTINCT comparability_key FROM board_rows WHERE ranked_count > 0 AND {_TASK_BOARDS}"
 
 # One cell per (board, backbone, layer set): that row's best-placed run there. Two grids can run the same
 # backbone with the same layers on the same board; picking one (best normalised rank, then run id) keeps
 # a cell one number.
-CELLS_CTE = """
+CELLS_CTE = f"""
 SELECT comparability_key, backbone_name, layers, control, baseline, run_id, rank, ranked_count, headline_value,
        normalised_rank
 FROM (
     SELECT *, row_number() OVER (PARTITION BY comparability_key, backbone_name, layers
                                  ORDER BY normalised_rank, run_id) AS nth
     FROM board_rows
-    WHERE ranked_count > 0 AND normalised_rank IS NOT NULL
+    WHERE ranked_count > 0 AND normalised_rank IS NOT NULL AND {_TASK_BOARDS}
 )
 WHERE nth = 1
 """

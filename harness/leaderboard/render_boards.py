@@ -33,6 +33,7 @@ from harness.leaderboard.plot_data import board_distribution_path
 from harness.leaderboard.plots_boards import figure_path
 from harness.leaderboard.plots_pr import figure_path as pr_figure_path
 from harness.leaderboard.render_fewshot import render_curves
+from harness.leaderboard.render_overlap import overlap_versus_linear
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
 
 
@@ -107,7 +108,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
-    return lines + _adjacent_tests(board, stats) + _identity(board, stats)
+    return lines + overlap_versus_linear(board, analysis) + _adjacent_tests(board, stats) + _identity(board, stats)
 
 
 def _scored(board: dict[str, Any], analysis: Analysis) -> bool:

@@ -31,6 +31,7 @@ from harness.leaderboard.plots_fewshot import UNIT_TEXT
 from harness.leaderboard.render_backbones import weights_items
 from harness.leaderboard.render_boards import level_link
 from harness.leaderboard.render_fewshot import curve_anchor
+from harness.leaderboard.render_overlap import overlap_detail
 from harness.runs.fewshot import UNIT_PARAM
 from harness.runs.records import Record
 
@@ -102,6 +103,7 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
         lines += ["", f"Headline metric: {cell(record.headline_metric)}. Intervals are percentile bootstrap "
                   "intervals over the per-sample scores; a metric that is not their mean has one where the run "
                   "recorded the rows it is recomputed from (macro-F1, ODS, OIS, AP), others have none.", ""]
+    lines += overlap_detail(record.run_id, analysis)
     lines += _identities(record)
     lines += _settings(record, prefix)
     lines += ["## Environment", ""]

@@ -27,6 +27,7 @@ from harness.pipeline.codedeps import code_closure
 FOLDER = Path("codedeps")
 ENTRY = {kind: f"harness/stages/{kind}.py" for kind in ("prepare", "extract", "probe", "collect", "site")}
 STAGE = paths.CODE_STAGE  # the stage that writes them
+STATISTICS_PACKAGE = Path("harness/probes/statistics")
 
 
 def _slug(code: str) -> str:
@@ -60,9 +61,16 @@ def roles(params: Params) -> dict[str, list[str]]:
         for task in spec.tasks:
             code = topology.probe_code(task)
             found[role_file("probe", code)] = [ENTRY["probe"], code]
-    for kind in ("collect", "site"):
-        found[role_file(kind)] = [ENTRY[kind]]
+    found[role_file("collect")] = [ENTRY["collect"]]
+    # the site recomputes runs' resampled statistics, and the registry imports the family modules holding them
+    # only when a record names one (`resampled.STATISTICS`): no import says so, so they are named here
+    found[role_file("site")] = [ENTRY["site"], *statistic_modules()]
     return dict(sorted(found.items()))
+
+
+def statistic_modules() -> list[str]:
+    """The modules of `harness.probes.statistics` (where probe families register resampled statistics)."""
+    return sorted(p.as_posix() for p in STATISTICS_PACKAGE.glob("*.py"))
 
 
 def fingerprint(entries: list[str], root: Path = Path(".")) -> str:

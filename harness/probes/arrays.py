@@ -21,6 +21,7 @@ carry, or trains the backbone's own blocks: run it on a dataset (`harness.run`).
 
 from __future__ import annotations
 
+import abc
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,12 +40,15 @@ FEATURE_ONLY_PARAMS = ("pooling", "layers")
 Rows = dict[str, np.ndarray]
 
 
-class ArrayForm:
-    """How a probe's in-memory arrays become a manifest and feature rows; `evaluate` runs the probe on them."""
+class ArrayForm(abc.ABC):
+    """How a probe's in-memory arrays become a manifest and feature rows; `evaluate` runs the probe on them. Each
+    form says how its arrays become items (`manifest`); running them is the same for all."""
 
+    @abc.abstractmethod
     def manifest(self, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], classes: list[str] | None,
                  prepared: Path) -> tuple[Manifest, Rows]:
-        raise NotImplementedError
+        """The items (one per row, target files written under `prepared` where the probe reads files) and the
+        feature row of each item's path."""
 
     def evaluate(self, spec: ProbeSpec, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], *,
                  seed: int = 0, classes: list[str] | None = None, saved_head: Any = None,

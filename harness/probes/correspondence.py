@@ -22,6 +22,17 @@ is matched); the filtered ones add `match_rate` (accepted points / points), `mat
 t px, over all points: the recall of correct matches) and, as metrics without a per-point column,
 `precision@t` (correct among accepted) and `num_matches` (accepted points per pair).
 
+Thresholds in feature cells (`units: patch`, off unless params.yaml sets it): each threshold t is t × the
+backbone's cell pitch on the image (its stride, in the 256-px image's pixels), so every backbone is held to its
+own resolution; names then read `pck@{t}patch` (and `ceiling_`, `matched_`, `precision@`, `auc@` alike), and the
+grid names its headline (`headline: pck@1patch`). Pixel thresholds ask what a user of the matches gets; patch
+thresholds ask how well a backbone uses the resolution it has.
+
+Warp-strength sweep: on a dataset made with several `max_shift` levels (`homography_photos` with a list), each
+pair records its level and the run adds `pck@{t}_shift{level}` per level and threshold (no column: a partition of
+the points, as similarity's per-distortion accuracies are), so one board shows how matching degrades as the
+homography grows.
+
 Per-sample scores (unit "point", id = "<pair target path>#<index of the point among the pair's kept
 points>"): `pck@t` and `ceiling_pck@t` (0/1), `auc@T`, `mean_error_px` (that point's error in pixels), and with
 filtering `match_rate` and `matched_pck@t` (0/1).
@@ -29,10 +40,12 @@ filtering `match_rate` and `matched_pck@t` (0/1).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from harness.datasets.homography import apply_homography
 from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, column_means, register_probe
@@ -96,6 +109,31 @@ class CorrespondenceParams(ProbeParams):
     margin: float = Field(ge=0.0, lt=0.5)  # evaluation points keep this fraction of the image from its border
     mutual: bool = False  # accept a match only when it is mutual (see the module docstring)
     ratio: float | None = Field(default=None, gt=0.0, le=1.0)  # Lowe's ratio test on cosine distance
+    units: Literal["px", "patch"] = "px"  # thresholds in image pixels or in the backbone's feature cells
+    headline: str = "pck@16"  # one of the PCK names the thresholds and units give
+
+    @model_validator(mode="after")
+    def _headline_is_scored(self):
+        names = [pck_name(t, self.units) for t in self.thresholds_px]
+        if self.headline not in names:
+            raise ValueError(f"headline {self.headline!r} is not among the PCKs these thresholds give "
+                             f"({', '.join(names)}): set headline to one of them")
+        return self
+
+
+def threshold_label(threshold: float, units: str) -> str:
+    return f"{threshold:g}" + ("patch" if units == "patch" else "")
+
+
+def pck_name(threshold: float, units: str) -> str:
+    return f"pck@{threshold_label(threshold, units)}"
+
+
+def cell_pitch(geometry, grid_hw: tuple[int, int], size: int) -> float:
+    """A feature cell's width in image pixels: one over the grid columns a pixel step moves (the preprocessing
+    is linear in x, so any two points give it)."""
+    step = geometry.image_to_grid(np.array([[0.0, 0.0], [float(size), 0.0]]), grid_hw, size, size)
+    return float(size / (step[1, 1] - step[0, 1]))
 
 
 def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
@@ -107,6 +145,8 @@ def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
     mutual, ratio = p.get("mutual", False), p.get("ratio")
     filtered = mutual or ratio is not None
     errors, ceiling_errors, accepted, sample_ids = [], [], [], []
+    units = p.get("units", "px")
+    errors, ceiling_errors, accepted, sample_ids, scales, shifts = [], [], [], [], [], []
     for pair in manifest.extra["pairs"]:
         homography = np.asarray(pair["homography"])
         points = evaluation_points(size, p["points_per_side"], p["margin"], homography)
@@ -119,23 +159,34 @@ def run_correspondence(inputs: ProbeInputs) -> ProbeResult:
         distances = np.linalg.norm(truth[:, None, :] - centres[None, :, :], axis=2)
         ceiling_errors.append(distances.min(axis=1))
         sample_ids += [f"{pair['target']}#{index}" for index in range(len(points))]
+        # a threshold's pixels: as given, or that many of the target's feature cells
+        scales.append(np.full(len(points), cell_pitch(inputs.geometry, target.shape[-2:], size)
+                              if units == "patch" else 1.0))
+        shifts.append(np.full(len(points), pair.get("max_shift", np.nan)))
     error = np.concatenate(errors).astype(np.float64)
     ceiling = np.concatenate(ceiling_errors).astype(np.float64)
-    columns = {f"pck@{t:g}": (error <= t).astype(np.float64) for t in thresholds}
-    columns |= {f"ceiling_pck@{t:g}": (ceiling <= t).astype(np.float64) for t in thresholds}
+    scale = np.concatenate(scales)
+    label = {t: threshold_label(t, units) for t in thresholds}
+    columns = {f"pck@{label[t]}": (error <= t * scale).astype(np.float64) for t in thresholds}
+    columns |= {f"ceiling_pck@{label[t]}": (ceiling <= t * scale).astype(np.float64) for t in thresholds}
     top = max(thresholds)
-    columns[f"auc@{top:g}"] = np.clip(1.0 - error / top, 0.0, 1.0)
+    columns[f"auc@{label[top]}"] = np.clip(1.0 - error / (top * scale), 0.0, 1.0)
     columns["mean_error_px"] = error
     if filtered:
         kept = np.concatenate(accepted)
         columns["match_rate"] = kept.astype(np.float64)
-        columns |= {f"matched_pck@{t:g}": (kept & (error <= t)).astype(np.float64) for t in thresholds}
+        columns |= {f"matched_pck@{label[t]}": (kept & (error <= t * scale)).astype(np.float64) for t in thresholds}
     metrics = column_means(columns)
     if filtered:
         count = int(kept.sum())
-        metrics |= {f"precision@{t:g}": float((kept & (error <= t)).sum() / count) if count else 0.0
+        metrics |= {f"precision@{label[t]}": float((kept & (error <= t * scale)).sum() / count) if count else 0.0
                     for t in thresholds}
         metrics["num_matches"] = count / len(accepted)
+    shift = np.concatenate(shifts)
+    for level in sorted(set(shift[~np.isnan(shift)].tolist())):
+        points = shift == level
+        metrics |= {f"pck@{label[t]}_shift{level:g}": float(columns[f"pck@{label[t]}"][points].mean())
+                    for t in thresholds}
     return ProbeResult(metrics, sample_ids, columns, unit="point")
 
 
@@ -148,4 +199,5 @@ CORRESPONDENCE = register_probe(ProbeSpec(
     run=run_correspondence,
     params=CorrespondenceParams,
     lower_is_better=frozenset({"mean_error_px"}),
+    headline_param="headline",
 ))

@@ -27,7 +27,7 @@ class LinearHead:
         return x.astype(np.float32, copy=False) @ self.weight.T + self.bias
 
 
-def _softmax_cross_entropy_grad(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def softmax_cross_entropy_grad(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """d(mean cross-entropy)/d(logits), (B, C) float32."""
     shifted = logits - logits.max(axis=1, keepdims=True)
     exp = np.exp(shifted)
@@ -36,7 +36,7 @@ def _softmax_cross_entropy_grad(logits: np.ndarray, labels: np.ndarray) -> np.nd
     return grad / np.float32(len(labels))
 
 
-class _AdamW:
+class AdamW:
     """torch.optim.AdamW's CPU update for one array, in float32."""
 
     def __init__(self, param: np.ndarray, *, lr: float, weight_decay: float, betas=(0.9, 0.999),
@@ -82,11 +82,11 @@ def _train(x: np.ndarray, y: np.ndarray, num_classes: int, *, epochs: int, lr: f
 
 def fit(head: LinearHead, x: np.ndarray, y: np.ndarray, batches, *, lr: float, weight_decay: float) -> LinearHead:
     """One AdamW step per batch (an index array into x and y), updating `head` in place."""
-    optimisers = (_AdamW(head.weight, lr=lr, weight_decay=weight_decay),
-                  _AdamW(head.bias, lr=lr, weight_decay=weight_decay))
+    optimisers = (AdamW(head.weight, lr=lr, weight_decay=weight_decay),
+                  AdamW(head.bias, lr=lr, weight_decay=weight_decay))
     for batch in batches:
         features = x[batch]
-        grad = _softmax_cross_entropy_grad(head.logits(features), y[batch])
+        grad = softmax_cross_entropy_grad(head.logits(features), y[batch])
         optimisers[0].step(grad.T @ features)
         optimisers[1].step(grad.sum(axis=0))
     # a diverged head predicts class 0 everywhere from NaN logits: finite, chance-level metrics that would

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from harness.probes.anomaly.statistics import STATISTICS as ANOMALY_STATISTICS
+from harness.core.registry import Registry
 from harness.probes.boundary.metrics import COUNT_FIELDS, average_precision, best_f_batch, f_measure, recall_precision
 
 # (columns, weights, argument) -> (B,) values; the argument is what follows ":" in the statistic's recorded name
@@ -31,10 +31,9 @@ Statistic = Callable[[Mapping[str, np.ndarray], np.ndarray, str], np.ndarray]
 LABEL, PREDICTED = "label", "predicted"
 
 
-def class_f1(labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray, num_classes: int
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Per resample and class: F1 = 2·TP / (support + predicted) (0 where both are 0), and whether the class occurs
-    at all (present or predicted); (B, K) each. Rows count `weights` times."""
+def class_f1(labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray, num_classes: int) -> np.ndarray:
+    """Per resample and class: F1 = 2·TP / (support + predicted), 0 where both are 0; (B, K). Rows count `weights`
+    times."""
     weights = np.asarray(weights, dtype=np.float64)
     classes = np.arange(num_classes)
     is_label = (labels[:, None] == classes[None, :]).astype(np.float64)  # (n, K)
@@ -43,17 +42,17 @@ def class_f1(labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray, n
     true_positive = weights @ (is_label * is_predicted)
     denominator = support + predicted
     f1 = np.divide(2 * true_positive, denominator, out=np.zeros_like(denominator), where=denominator > 0)
-    return f1, denominator > 0
+    return f1
 
 
 def macro_f1(columns: Mapping[str, np.ndarray], weights: np.ndarray, classes: str) -> np.ndarray:
-    """Macro-F1 of a classification run from its `label` and `predicted` columns: the unweighted mean of each
-    class's F1 over all `classes` of the dataset, 0 for a class neither present nor predicted: sklearn's
-    f1_score(average="macro", labels=range(K), zero_division=0) (tests/test_linear_head.py compares). A resample
-    averages over the same K classes."""
+    """Macro-F1 of a classification run (or a 2AFC run's two sides) from its `label` and `predicted` columns: the
+    unweighted mean of each class's F1 over all `classes`, 0 for a class neither present nor predicted (a
+    prediction outside them, a 2AFC tie, counts against its row's class): sklearn's f1_score(average="macro",
+    labels=range(K), zero_division=0) (tests/test_linear_head.py compares). A resample averages over the same K
+    classes."""
     labels, predictions = columns[LABEL].astype(np.int64), columns[PREDICTED].astype(np.int64)
-    f1, _ = class_f1(labels, predictions, weights, int(classes))
-    return f1.mean(axis=1)
+    return class_f1(labels, predictions, weights, int(classes)).mean(axis=1)
 
 
 def macro_f1_name(num_classes: int) -> str:
@@ -112,11 +111,12 @@ def average_precision_bsds(columns: Mapping[str, np.ndarray], weights: np.ndarra
 
 
 # name → statistic. A record's `samples.statistics` names these, with an argument where the statistic needs one
-# ("macro_f1:10": over 10 classes), so the site recomputes a run's metric with no probe module.
-STATISTICS: dict[str, Statistic] = {
-    "macro_f1": macro_f1, "bsds_ods_f": ods_f, "bsds_ois_f": ois_f, "bsds_ap": average_precision_bsds,
-    **ANOMALY_STATISTICS,
-}
+# ("macro_f1:10": over 10 classes), so the site recomputes a run's metric with no probe module. A probe family's
+# own statistics register from a module of `harness.probes.statistics`, found on the first name missing here.
+STATISTICS: Registry[np.ndarray] = Registry("resampled statistic", packages=("harness.probes.statistics",))
+for _name, _statistic in (("macro_f1", macro_f1), ("bsds_ods_f", ods_f), ("bsds_ois_f", ois_f),
+                          ("bsds_ap", average_precision_bsds)):
+    STATISTICS.register(_name)(_statistic)
 
 
 def base_name(name: str) -> str:
@@ -127,9 +127,8 @@ def evaluate(name: str, columns: Mapping[str, np.ndarray], weights: np.ndarray |
     """Statistic `name` ("base" or "base:argument") over `columns` under `weights` (default: every row once, a
     (1,) array)."""
     base, _, argument = name.partition(":")
-    if base not in STATISTICS:
-        raise KeyError(f"no resampled statistic {base!r}; known: {', '.join(sorted(STATISTICS))}")
+    statistic = STATISTICS.get(base)  # an unknown name: one line listing the known ones
     if weights is None:
         n = len(next(iter(columns.values())))
         weights = np.ones((1, n))
-    return STATISTICS[base](columns, weights, argument)
+    return statistic(columns, weights, argument)

@@ -15,12 +15,21 @@ Which triplets count: the `eval_split` triplets with at least `min_votes` human 
 `TwoAFCDataset` keeps `votes >= 6`; the filter applies only where the dataset's votes are human, not to
 orderings known by construction), less those whose votes tie (no majority; counted as `human_ties`).
 
-Metrics: `accuracy` (headline), `triplets` scored, `human_ties`, `model_ties`, `below_min_votes`; on NIGHTS
+Metrics: `accuracy` (headline), `f1`, `tie_rate`, `triplets` scored, `human_ties`, `model_ties`, `below_min_votes`;
+on NIGHTS
 `accuracy_imagenet` / `accuracy_no_imagenet` (DreamSim's test_imagenet / test_no_imagenet partition), on the
 distortion ordering `accuracy_<type>` per distortion type, on the structure set `accuracy_<degradation>_r<ratio>`
 per difficulty level. The partition accuracies have no column.
 
-Per-sample scores (unit "triplet", id = the triplet id): `accuracy` (1, 0 or 0.5); the metric is its mean.
+`f1` is the macro-F1 of the model's pick over the two sides (each side's F1 with that side as the positive class,
+averaged; a model tie is a pick of neither side, so it counts against the side the judgements picked): unlike
+accuracy it drops when a model favours one side. `tie_rate` is the share of triplets whose two cosines are
+exactly equal (`model_ties` / `triplets`), where a monotone or saturated feature cannot tell the sides apart.
+
+Per-sample scores (unit "triplet", id = the triplet id): `accuracy` (1, 0 or 0.5) and `tie_rate` (1 on a model
+tie); each metric is its column's mean. `f1` does not decompose over triplets: each triplet's `label` (0: the
+judgements picked left, 1: right) and `predicted` (0 left, 1 right, 2 tie) are auxiliary columns, from which
+`harness.probes.resampled.macro_f1` recomputes it over the two sides.
 The protocol is named by the dataset (`protocol_for`), so NIGHTS and the synthetic ordering never share a board.
 """
 
@@ -32,6 +41,7 @@ from pydantic import Field, PositiveInt
 from harness.core.hashing import sha256_bytes
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, STRUCTURE_OVER_PIXELS
+from harness.probes import resampled
 from harness.probes.arrays import ARRAYS_DATASET, ArrayForm
 from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
 
@@ -104,15 +114,22 @@ def run_similarity(inputs: ProbeInputs) -> ProbeResult:
     similarity_right = cosine_rows(reference, stacked("right"))
     humans_pick_left = np.array([t["left_vote"] > t["right_vote"] for t in triplets])
     scores = two_afc_scores(similarity_left, similarity_right, humans_pick_left)
+    tied = similarity_left == similarity_right
+    auxiliary = {resampled.LABEL: np.where(humans_pick_left, 0.0, 1.0),
+                 resampled.PREDICTED: np.where(tied, 2.0, np.where(similarity_left > similarity_right, 0.0, 1.0))}
+    statistics = {"f1": resampled.macro_f1_name(2)}  # over the two sides; a tie (2) is neither
     metrics = {
         "accuracy": float(scores.mean()),
+        "f1": float(resampled.evaluate(statistics["f1"], auxiliary)[0]),
+        "tie_rate": float(tied.mean()),
         "triplets": float(len(triplets)),
         "human_ties": float(human_ties),
-        "model_ties": float(np.sum(similarity_left == similarity_right)),
+        "model_ties": float(np.sum(tied)),
         "below_min_votes": float(below_min_votes),
     }
     metrics.update(partition_accuracies(triplets, scores))
-    return ProbeResult(metrics, [t["id"] for t in triplets], {"accuracy": scores}, unit="triplet")
+    return ProbeResult(metrics, [t["id"] for t in triplets], {"accuracy": scores, "tie_rate": tied.astype(np.float64)},
+                       unit="triplet", auxiliary=auxiliary, statistics=statistics)
 
 
 def partition_accuracies(triplets: list[dict], scores: np.ndarray) -> dict[str, float]:
@@ -166,6 +183,7 @@ SIMILARITY = register_probe(ProbeSpec(
     arrays=TRIPLET_ARRAYS,
     train_split_param=None,
     folder_layout="nights",
-    lower_is_better=frozenset({"human_ties", "model_ties", "below_min_votes"}),
+    lower_is_better=frozenset({"human_ties", "model_ties", "below_min_votes", "tie_rate"}),
+    statistics={"f1": "macro_f1"},
     protocol_for=similarity_protocol,
 ))

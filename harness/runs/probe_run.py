@@ -77,8 +77,9 @@ def check_result(spec: ProbeSpec, result: ProbeResult, headline: str | None = No
     headline = headline or spec.headline
     if headline not in metrics:
         raise KeyError(f"headline metric {headline!r} not produced; got {sorted(metrics)}")
-    for name in sorted(result.auxiliary.keys() & result.samples.keys()):
-        raise ValueError(f"column {name!r} is both a per-sample score and an auxiliary column")
+    both = sorted(result.auxiliary.keys() & result.samples.keys())
+    if both:
+        raise ValueError(f"column {both[0]!r} is both a per-sample score and an auxiliary column")
     for name, column in sorted({**result.samples, **result.auxiliary}.items()):
         if len(column) != len(result.sample_ids):
             raise ValueError(f"per-sample column {name!r} has {len(column)} rows for {len(result.sample_ids)} ids")

@@ -8,7 +8,7 @@ on them; a test image's cells are standardised the same way and scored, the cell
 `target_size`² (`maps`), and the image's score is the maximum of that map.
 
 Result: one row per test image (unit "image"), no score column (no metric here is a mean over images); the
-auxiliary columns `anomaly_score`, `anomalous` and `defect_type` (`statistics`), from which `auroc`, `aupr`,
+auxiliary columns `anomaly_score`, `anomalous` and `defect_type` (`harness.probes.statistics.anomaly`), from which `auroc`, `aupr`,
 `f1_max` and `fpr95` are computed (so the site resamples them); `auroc_<type>` (good test images against that
 type's), and, when the dataset has masks, `pixel_auroc` and `aupro` over the maps at target_size².
 """
@@ -26,9 +26,9 @@ from harness.datasets.manifest import Item, Manifest
 from harness.probes import resampled
 from harness.probes.anomaly import maps as M
 from harness.probes.anomaly import metrics
-from harness.probes.anomaly.statistics import ANOMALOUS, DEFECT_TYPE, METRIC_STATISTICS, SCORE
 from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, floored_std
 from harness.probes.dense.targets import load_target
+from harness.probes.statistics.anomaly import ANOMALOUS, DEFECT_TYPE, METRIC_STATISTICS, SCORE
 
 GOOD = 0  # the class index of defect-free images
 # a fitted detector: standardised cells (n, C) → (n,) anomaly scores

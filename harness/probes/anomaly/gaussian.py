@@ -24,8 +24,8 @@ import numpy as np
 from scipy import linalg
 
 from harness.probes.anomaly.detector import AnomalyParams, CellScorer, run_detector
-from harness.probes.anomaly.statistics import METRIC_STATISTICS
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.statistics.anomaly import METRIC_STATISTICS
 
 
 def ledoit_wolf(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.probes.anomaly.detector import AnomalyParams, CellScorer, run_detector
-from harness.probes.anomaly.statistics import METRIC_STATISTICS
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.statistics.anomaly import METRIC_STATISTICS
 
 BANK_BLOCK = 4096  # bank rows compared at a time: memory stays at (cells × block) distances
 

@@ -20,8 +20,8 @@ threshold, PRO is the mean over the ground truth's connected regions (8-connecte
 the share of the region's pixels at or above it, and the FPR is the share of the defect-free pixels (every pixel
 outside a region, good images' included) at or above it; the PRO curve over FPR, from (0, 0) through every
 distinct score, is integrated by the trapezoid rule up to `AUPRO_FPR_LIMIT` (the curve interpolated linearly
-there) and divided by it, so a perfect map scores 1. This is the benchmark's own evaluation code
-(`generic_util.compute_pro`, `trapezoid`), in float64.
+there) and divided by it, so a perfect map scores 1, as the benchmark's evaluation script
+(`generic_util.compute_pro`, `trapezoid`) computes it, written here from that definition, in float64.
 """
 
 from __future__ import annotations

@@ -63,7 +63,8 @@ class BestFBatch:
     weight: np.ndarray  # as BestF.weight
 
 
-_BATCH = 256  # curves per chunk: (256, K-1, 100) floats at a time
+_BATCH = 256  # curves per chunk: at most (256·(K-1), 100) floats at a time
+_BOUND_MARGIN = 1e-9  # far above the few ulps interpolation can add to a segment's ends
 
 
 def best_f_batch(recall: np.ndarray, precision: np.ndarray) -> BestFBatch:
@@ -80,16 +81,28 @@ def _best_f_chunk(recall: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray
     zeros = np.zeros(b, dtype=np.int64)
     if recall.shape[1] < 2:
         return first_f, recall[:, 0], precision[:, 0], zeros, zeros, np.zeros(b)
-    d = _STEPS[None, None, :]
-    r = recall[:, 1:, None] * d + recall[:, :-1, None] * (1 - d)
-    p = precision[:, 1:, None] * d + precision[:, :-1, None] * (1 - d)
-    f = f_measure(r, p).reshape(b, -1)
-    flat = np.argmax(f, axis=1)  # first maximum in the loop's order (segment-major, then d)
-    rows = np.arange(b)
-    segment, step = np.divmod(flat, len(_STEPS))
-    better = f[rows, flat] > first_f
-    return (np.where(better, f[rows, flat], first_f), np.where(better, r.reshape(b, -1)[rows, flat], recall[:, 0]),
-            np.where(better, p.reshape(b, -1)[rows, flat], precision[:, 0]), np.where(better, segment + 1, 0),
+    # F grows with both R and P, so on a segment F ≤ F(max R, max P) of its ends, and the segment holding a
+    # thresholds' best F reaches at least that: only segments whose bound reaches the best threshold's F can hold
+    # the maximum. The rest are skipped (most of a curve), the kept ones sampled exactly as `maxF` samples them,
+    # so the result keeps every bit; the margin covers interpolation's rounding above the ends.
+    ends = f_measure(recall, precision)
+    bound = f_measure(np.maximum(recall[:, 1:], recall[:, :-1]), np.maximum(precision[:, 1:], precision[:, :-1]))
+    curve, segment = np.nonzero(bound >= ends.max(axis=1, keepdims=True) - _BOUND_MARGIN)
+    d = _STEPS[None, :]
+    r = recall[curve, segment + 1, None] * d + recall[curve, segment, None] * (1 - d)
+    p = precision[curve, segment + 1, None] * d + precision[curve, segment, None] * (1 - d)
+    f = f_measure(r, p)  # (kept segments, 100), grouped by curve in segment order
+    row_best = f.max(axis=1)
+    starts = np.flatnonzero(np.r_[True, curve[1:] != curve[:-1]])  # every curve keeps its best threshold's segment
+    curve_best = np.maximum.reduceat(row_best, starts)
+    # the first kept segment (in the loop's order) reaching its curve's maximum, and its first point reaching it
+    first = np.flatnonzero(row_best == np.repeat(curve_best, np.diff(np.r_[starts, len(curve)])))
+    first = first[np.r_[True, curve[first[1:]] != curve[first[:-1]]]]
+    step = np.argmax(f[first], axis=1)
+    best_f_value, best_r, best_p = f[first, step], r[first, step], p[first, step]
+    better = best_f_value > first_f
+    return (np.where(better, best_f_value, first_f), np.where(better, best_r, recall[:, 0]),
+            np.where(better, best_p, precision[:, 0]), np.where(better, segment[first] + 1, 0),
             np.where(better, step, 0), np.where(better, _STEPS[step], 0.0))
 
 
