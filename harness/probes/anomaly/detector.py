@@ -8,9 +8,10 @@ on them; a test image's cells are standardised the same way and scored, the cell
 `target_size`² (`maps`), and the image's score is the maximum of that map.
 
 Result: one row per test image (unit "image"), no score column (no metric here is a mean over images); the
-auxiliary columns `anomaly_score`, `anomalous` and `defect_type` (`harness.probes.statistics.anomaly`), from which `auroc`, `aupr`,
-`f1_max` and `fpr95` are computed (so the site resamples them); `auroc_<type>` (good test images against that
-type's), and, when the dataset has masks, `pixel_auroc` and `aupro` over the maps at target_size².
+auxiliary columns `anomaly_score`, `anomalous` and `defect_type` (`harness.probes.statistics.anomaly`), from
+which `auroc`, `aupr`, `f1_max` and `fpr95` are computed (so the site resamples them); `auroc_<type>` (good test
+images against that type's), and, when the dataset has masks, `pixel_auroc` and `aupro` over the maps at
+target_size².
 """
 
 from __future__ import annotations
