@@ -4,8 +4,8 @@ Localization", ICPR 2021) with one Gaussian for every cell position together.
 
 Every feature cell of every defect-free training image, standardised per channel with the training cells'
 statistics, is a sample of one multivariate Gaussian: its mean, and its covariance shrunk by Ledoit–Wolf (the
-shrinkage towards a multiple of the identity that minimises the expected squared error, in closed form; the same
-as scikit-learn's `ledoit_wolf`, tests compare). A test cell's anomaly score is its Mahalanobis distance to it;
+shrinkage towards a multiple of the identity that minimises the expected squared error, in closed form:
+scikit-learn's `ledoit_wolf`). A test cell's anomaly score is its Mahalanobis distance to it;
 the image's map is those distances upsampled bilinearly to `target_size`² and smoothed (`smooth_sigma`), and its
 score is the map's maximum (`detector`). Headline: image AUROC (`auroc`); also `aupr`, `f1_max`, `fpr95` (lower
 is better), `auroc_<type>`, and `pixel_auroc` and `aupro` where the dataset has masks
@@ -22,37 +22,18 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
+from sklearn.covariance import ledoit_wolf
 
 from harness.probes.anomaly.detector import AnomalyParams, CellScorer, run_detector
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.statistics.anomaly import METRIC_STATISTICS
 
 
-def ledoit_wolf(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """(mean, shrunk covariance, shrinkage) of (n, C) samples: Ledoit & Wolf, "A well-conditioned estimator for
-    large-dimensional covariance matrices" (2004), as scikit-learn computes it (`assume_centered=False`)."""
-    x = np.asarray(samples, dtype=np.float64)
-    n, channels = x.shape
-    location = x.mean(axis=0)
-    centred = x - location
-    squared = centred * centred
-    covariance = centred.T @ centred / n
-    variances = squared.sum(axis=0) / n
-    mu = variances.sum() / channels
-    beta_sum = float(np.sum(squared.T @ squared))
-    delta_sum = float(np.sum(covariance * covariance))
-    beta = (beta_sum / n - delta_sum) / (channels * n)
-    delta = (delta_sum - 2.0 * mu * variances.sum() + channels * mu * mu) / channels
-    beta = min(beta, delta)
-    shrinkage = 0.0 if beta == 0 else beta / delta
-    shrunk = (1.0 - shrinkage) * covariance
-    shrunk[np.diag_indices(channels)] += shrinkage * mu
-    return location, shrunk, float(shrinkage)
-
-
 def mahalanobis_distance(samples: np.ndarray) -> CellScorer:
     """A scorer giving each cell its Mahalanobis distance to the Ledoit–Wolf Gaussian of `samples` (n, C)."""
-    location, covariance, _ = ledoit_wolf(samples)
+    samples = np.asarray(samples, dtype=np.float64)
+    location = samples.mean(axis=0)
+    covariance, _ = ledoit_wolf(samples)  # centres the samples itself (assume_centered=False)
     try:
         lower = linalg.cholesky(covariance, lower=True)
     except linalg.LinAlgError:
