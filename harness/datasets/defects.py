@@ -25,19 +25,16 @@ seeded by `seed`, in a fixed order (training images, good test images, then each
 `defect_types` order), with the arithmetic of `defect_textures` (the only reductions are a mean and an exact
 sort), so the PNGs are the same bytes on every machine.
 
-Calibration, visible but not trivial, on the weave family at 224 px with the default counts, against three
-detectors: a per-pixel colour detector (each pixel's Mahalanobis distance to the training pixels' RGB Gaussian, the
-map blurred, its maximum as the image score), `anomaly_knn` on EfficientNet-Lite0's last layer, and the same on
-`resnet18@random`. A first version, with scratches shifted 55–85 grey levels and stains and blobs in colours far
-from the texture's, was solved by the colour detector alone (image AUROC 1.0 on every type): a texture family's
-colours lie near a line in RGB, so any colour off it gives a defect away. So scratches, stains and holes now take
-colours the texture itself has (and sensor noise spreads the line), and only their shape and placement tell
-them apart. Measured then: the colour detector still finds the foreign blobs (the one type meant to be found by
-colour) and the holes (a flat dark patch the size of several threads stands out once blurred), is weaker on the
-scratches (about 0.84) and at chance on the stains; Lite0 finds blobs and holes, most scratches (about 0.90) and
-few stains (about 0.6, more at its stride-16 layer), about 0.87 over all types; the random control about 0.70.
-The stains are the hard type: smaller or fainter ones (radius 10–18%, A 0.4–0.7) were at chance for every
-detector.
+Calibration, visible but not trivial, on the weave family at 224 px with the default counts, against a per-pixel
+colour detector (each pixel's Mahalanobis distance to the training pixels' RGB Gaussian, the map blurred, its
+maximum as the image score), `anomaly_knn` on a pretrained backbone and the same on a random-init control. A first
+version, with scratches, stains and blobs in colours far from the texture's, was solved by the colour detector
+alone on every type: a texture family's colours lie near a line in RGB, so any colour off it gives a defect away.
+So scratches, stains and holes take colours the texture itself has (and sensor noise spreads the line), and only
+their shape and placement tell them apart: the colour detector still finds the foreign blobs (the one type meant
+to be found by colour) and the holes, and no longer solves the scratches or the stains. The stains are the hard
+type; smaller or fainter ones were at chance for every detector tried. The committed anomaly grid's records give
+each detector's per-type AUROC (`auroc_<type>`).
 """
 
 from __future__ import annotations
