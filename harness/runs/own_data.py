@@ -9,10 +9,13 @@ A dataset argument is one of:
     train and half to val;
   - similarity: a NIGHTS-style 2AFC folder (`data.csv`, `ref/`, `distort/`);
   - dense tasks: a `dense_folder` (`images/`, one folder per target, split lists `<split>.txt` in `stems`);
-  - detection: a VOC-style folder (`JPEGImages/`, `Annotations/`, split lists in `stems`).
+  - detection: a VOC-style folder (`JPEGImages/`, `Annotations/`, split lists in `stems`);
+  - anomaly detection: an MVTec AD-style folder (`train/good/`, `test/good/`, `test/<defect_type>/`, optionally
+    `ground_truth/<defect_type>/<stem>_mask.png`).
 
-`limit` keeps the first N of each class in each split (labelled folders), N triplets per split (similarity),
-or N stems per split list (dense and detection): the unit a task's data counts in.
+`limit` keeps the first N of each class in each split (labelled folders; for anomaly folders, of train/good, test/good
+and each defect type), N triplets per split (similarity), or N stems per split list (dense and detection): the unit
+a task's data counts in.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ LAYOUTS = {
     "nights": "a NIGHTS-style 2AFC folder: data.csv, ref/, distort/",
     "voc_detection": "a VOC-style folder: JPEGImages/<id>.jpg, Annotations/<id>.xml, ImageSets/Main/<split>.txt",
     "dense_folder": "a dense folder: images/, one folder per target, split lists <split>.txt in splits/ or stems=DIR",
+    "anomaly_folder": "an MVTec AD-style folder: train/good/, test/good/, test/<defect_type>/, optionally "
+                      "ground_truth/<defect_type>/<stem>_mask.png",
 }
 
 
@@ -86,6 +91,17 @@ def folder_spec(folder: Path, task: str, stems: str | Path | None = None) -> dic
     if layout == "dense_folder":
         _require_layout(folder, ["images"], Path(stems) if stems else folder / "splits", LAYOUTS[layout])
         return {"kind": "dense_folder", "root": str(folder), **_stems(folder, stems)}
+    if layout == "anomaly_folder":
+        from harness.datasets.anomaly_folder import check_layout
+        from harness.datasets.kinds import DatasetError
+
+        if stems is not None:
+            raise ConfigError(f"stems= is for dense and detection data; {task} reads {LAYOUTS[layout]}")
+        try:  # refused here, before a backbone loads, rather than as a failed run from the prepare stage
+            check_layout(folder, _name_of(folder))
+        except DatasetError as error:
+            raise ConfigError(str(error)) from None
+        return {"kind": "anomaly_folder", "root": str(folder)}
     raise ConfigError(f"task {task} reads a dataset made for it (e.g. correspondence's warped photos); name one "
                       "from params.yaml instead of a folder")
 
