@@ -30,6 +30,7 @@ def pages() -> dict:
 def _board_rows(page: str, key: str) -> list[list[str]]:
     """The board's table rows (rank, backbone, headline [CI], …), without chance rows."""
     section = page.split(f"{{ #board-{key} }}", 1)[1].split("\n## ", 1)[0]
+    section = section.split('<div class="vb-pinned vb-ranking" markdown>', 1)[1].split("</div>", 1)[0]
     return [[c.strip() for c in line.strip("|").split(" | ")] for line in section.splitlines()
             if line.startswith("| ") and "](../backbones/" in line]
 

@@ -319,15 +319,18 @@ def _options(driver: webdriver.Chrome, name: str) -> list[str]:
 
 
 def _pinned_after_scrolling(driver: webdriver.Chrome, table, column: int) -> dict[str, float]:
-    """Scroll the table's box fully right; where its box and the `column`-th cell of the first body row sit."""
+    """Scroll the table's box fully right; where its box and the `column`-th cell of the first body row sit, and
+    where the cell before that one ends (`previousRight`)."""
     return driver.execute_script("""
         const table = arguments[0], cell = table.tBodies[0].rows[0].cells[arguments[1]];
         const box = table.closest('.md-typeset__table') || table;
         const scroller = [table, box, box.parentElement].find(e => e.scrollWidth > e.clientWidth + 1) || table;
         scroller.scrollLeft = scroller.scrollWidth;
         const b = scroller.getBoundingClientRect(), c = cell.getBoundingClientRect();
+        const previous = arguments[1] > 0 ? cell.previousElementSibling.getBoundingClientRect().right : null;
         return {tableWidth: table.scrollWidth, boxWidth: scroller.clientWidth, boxLeft: b.left, boxRight: b.right,
-                cellLeft: c.left, cellRight: c.right, scrolled: scroller.scrollLeft};""", table, column)
+                cellLeft: c.left, cellRight: c.right, scrolled: scroller.scrollLeft, previousRight: previous};""",
+        table, column)
 
 
 def test_cross_task_table_sorts_filters_and_keeps_names_in_view(driver, base_url):
@@ -391,7 +394,11 @@ def test_board_tables_fit_or_scroll_with_name_and_tie_group_in_view(driver, buil
             where = _pinned_after_scrolling(driver, board, 1)
             widths.append(where["tableWidth"])
             if where["tableWidth"] > where["boxWidth"]:
-                assert abs(where["cellLeft"] - where["boxLeft"]) <= 2, f"tasks/{name}: backbone column not pinned"
+                # pinned at the box's left edge; or, where the table overflows by less than the rank column is wide,
+                # not there yet at the end of the scroll: then it sits right after the rank column's rest, in view
+                offset = where["cellLeft"] - where["boxLeft"]
+                assert abs(offset) <= 2 or (offset > 0 and abs(where["cellLeft"] - where["previousRight"]) <= 1), \
+                    f"tasks/{name}: backbone column not pinned ({where})"
     print(f"board tables: {min(widths)}–{max(widths)} px wide")
 
 
