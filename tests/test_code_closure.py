@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.codedeps import code_closure
+from harness.pipeline.fingerprints import role_file
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_KINDS = ("prepare", "extract", "probe", "collect", "site")
@@ -79,7 +80,11 @@ def test_every_module_a_stage_loads_is_in_its_fingerprinted_closure(tmp_path):
         kind = Path(entry).stem
         assert kind in ENTRY_KINDS, entry
         code = _code_argument(process["argv"])
-        closure = set(code_closure([entry, *([code] if code else [])], clone))
+        # what the stage's fingerprint file lists: its entry's and code's closure, and for the site the statistic
+        # modules the registry discovers (`fingerprints.roles`)
+        listed = (clone / role_file(kind, code if kind in ("prepare", "extract", "probe") else None)).read_text()
+        closure = {line.split()[1] for line in listed.splitlines() if line and not line.startswith("#")}
+        assert closure >= set(code_closure([entry, *([code] if code else [])], clone)), entry
         outside = sorted(set(process["files"]) - closure)
         assert not outside, f"{' '.join(process['argv'][:4])} loaded {outside}, which its fingerprint does not list"
         seen[kind] = seen.get(kind, 0) + 1
