@@ -101,3 +101,35 @@ def test_committed_boards_show_chance_rows_unranked():
     assert "| chance | chance: coin flip | 0.5000 | n/a |" in similarity
     # a depth board has no exact floor
     assert "| chance |" not in pages["tasks/depth.md"]
+
+
+def test_a_constant_anomaly_score_against_scikit_learn_and_the_aupro_definition():
+    """The constant-score row: sklearn's metrics on a constant score, and MVTec AD's AUPRO of a constant map."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    from harness.probes.anomaly.metrics import aupro, f1_max, fpr_at_tpr
+
+    counts = {"good": 30, "blob": 15, "stain": 15}
+    ids = [f"test/{label}/{i:03d}.png" for label, n in counts.items() for i in range(n)]
+    names = ("auroc", "aupr", "f1_max", "fpr95", "auroc_blob", "auroc_stain", "pixel_auroc", "aupro")
+    board = {"protocol": "knn-patch-anomaly/v1", "headline_metric": "auroc", "protocol_params": "{}",
+             "metrics": [{"metric": m} for m in names]}
+    (row,) = chance_rows(board, ids)
+    defective = np.array([not i.startswith("test/good/") for i in ids])
+    constant = np.zeros(len(ids))
+    assert row.predictor == "constant score"
+    assert row.metrics["auroc"] == roc_auc_score(defective, constant) == row.metrics["auroc_blob"]
+    assert row.metrics["aupr"] == pytest.approx(average_precision_score(defective, constant))
+    assert row.metrics["f1_max"] == pytest.approx(float(f1_max(constant, defective)[0]))
+    assert row.metrics["fpr95"] == float(fpr_at_tpr(constant, defective)[0]) == roc_curve(defective, constant)[0][-1]
+    masks = np.zeros((4, 8, 8), dtype=int)
+    masks[1, 2:4, 2:4], masks[2, 5:7, 1:3], masks[3, 0:2, 5:8] = 1, 2, 3  # three one-region defects
+    assert row.metrics["aupro"] == pytest.approx(aupro(np.zeros((4, 8, 8)), masks))
+    assert chance_rows(board, [i for i in ids if "/good/" in i]) == []  # no defective image: no curve
+
+
+def test_head_family_chance_is_each_heads_uniform_guess():
+    board = {"protocol": "head-family-sweep/v1", "headline_metric": "mlp_top1", "protocol_params": "{}",
+             "metrics": [{"metric": m} for m in ("linear_top1", "knn_top1", "mlp_top1", "mlp_minus_linear")]}
+    (row,) = chance_rows(board, ids_for({c: 15 for c in "abcde"}))
+    assert row.metrics == {"linear_top1": 0.2, "knn_top1": 0.2, "mlp_top1": 0.2, "mlp_minus_linear": 0.0}

@@ -19,6 +19,14 @@ board's own record fields and per-sample ids, so a chance row needs nothing the 
 - two-alternative forced choice (`*-2afc`): a coin flip, accuracy 0.5 (overall and per distortion).
 - dense regression boards headed by a Pearson correlation: a prediction independent of the target has an
   expected Pearson r of 0.
+- the head-family sweep (`head-family-sweep`): each head's top-1 as classification's uniform guess (1/C), and the
+  MLP's gain over the linear head 0 (two image-blind heads score the same in expectation).
+- anomaly detection (`*-patch-anomaly`): a *constant score*, the same for every image and pixel. Every image or
+  pixel then ties at one threshold: AUROC 0.5 (image, per type and pixel), AUPR the share p of defective test
+  images (the one threshold's precision), F1-max 2p/(1 + p) (flag everything: precision p, recall 1), FPR@95
+  1 (reaching 95% of the defects flags every good image) and AUPRO 0.15 (the PRO curve is the straight line
+  from (0, 0) to (1, 1), and its area to FPR 0.3, divided by 0.3, is 0.3/2). A test image's class is the parent
+  folder of its id (`test/<type>/…`), `good` the defect-free one.
 
 Others (mIoU, depth δ1, detection mAP, PCK, boundary F) depend on the label maps' geometry or class balance in
 ways the records do not carry, so their boards have no chance row; the protocol notes say what low means.
@@ -36,7 +44,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ChanceRow:
-    predictor: str  # "uniform guess", "majority class", "random ranking", "coin flip", "independent prediction"
+    predictor: str  # "uniform guess", "majority class", "random ranking", "coin flip", "independent prediction",
+    # "constant score"
     metrics: dict[str, float]  # only the board's metrics this predictor has an exact value for
 
 
@@ -51,6 +60,12 @@ def chance_rows(board: dict[str, Any], sample_ids: list[str] | None) -> list[Cha
         rows = _retrieval(board, sample_ids)
     elif family.endswith("-2afc"):
         rows = [ChanceRow("coin flip", {name: 0.5 for name in names if name.startswith("accuracy")})]
+    elif family == "head-family-sweep":
+        rows = [ChanceRow(r.predictor, {"linear_top1": r.metrics["top1"], "knn_top1": r.metrics["top1"],
+                                        "mlp_top1": r.metrics["top1"], "mlp_minus_linear": 0.0})
+                for r in _classification(sample_ids)[:1]]
+    elif family.endswith("-patch-anomaly"):
+        rows = _anomaly(names, sample_ids)
     elif board["headline_metric"] == "pearson":
         rows = [ChanceRow("independent prediction", {"pearson": 0.0})]
     else:
@@ -80,6 +95,20 @@ def _classification(sample_ids: list[str] | None) -> list[ChanceRow]:
         rows.append(ChanceRow("majority class", {"top1": share, "top5": sum(counts[:5]) / total,
                                                  "macro_f1": 2.0 * share / (1.0 + share) / classes}))
     return rows
+
+
+def _anomaly(names: set[str], sample_ids: list[str] | None) -> list[ChanceRow]:
+    labels = _labels(sample_ids)
+    if labels is None or "good" not in labels or set(labels) == {"good"}:
+        return []
+    share = sum(label != "good" for label in labels) / len(labels)
+    metrics = {"auroc": 0.5, "aupr": share, "f1_max": 2.0 * share / (1.0 + share), "fpr95": 1.0,
+               "pixel_auroc": 0.5, "aupro": AUPRO_OF_A_CONSTANT_MAP}
+    metrics |= {name: 0.5 for name in names if name.startswith("auroc_")}
+    return [ChanceRow("constant score", metrics)]
+
+
+AUPRO_OF_A_CONSTANT_MAP = 0.15  # the PRO curve (0, 0)–(1, 1) integrated to FPR 0.3, divided by 0.3
 
 
 def expected_average_precision(gallery: int, relevant: int) -> float:
