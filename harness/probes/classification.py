@@ -59,13 +59,25 @@ def check_trainable(manifest, train_split: str, train: list, test: list) -> None
                          "learn it; add training images of it or remove it")
 
 
-class ClassificationParams(PooledParams):
+class LinearRecipeParams(PooledParams):
+    """The linear head's training recipe on pooled features: what every probe that trains it declares."""
+
     train_split: str = Field(min_length=1)
     eval_split: str = Field(min_length=1)
     epochs: PositiveInt
     lr: PositiveFloat
     weight_decay: NonNegativeFloat
     batch_size: PositiveInt
+
+
+def standardise(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Both splits in float32, minus the training split's mean and over its floored std; and that mean and std."""
+    x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
+    mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
+    return (x_train - mean) / std, (x_test - mean) / std, mean, std
+
+
+class ClassificationParams(LinearRecipeParams):
     # What the board ranks by: top-1, or class-balanced macro-F1 for class-imbalanced data (BioBench's default),
     # where top-1 rewards predicting the frequent classes. Part of the protocol: the two never share a board.
     headline: Literal["top1", "macro_f1"] = "top1"
@@ -75,13 +87,10 @@ def run_classification(inputs: ProbeInputs) -> ProbeResult:
     p = inputs.params
     train = inputs.manifest.split(p["train_split"])
     test = inputs.manifest.split(p["eval_split"])
-    x_train = inputs.stack(train).astype(np.float32)
-    x_test = inputs.stack(test).astype(np.float32)
     y_train = np.array([i.label for i in train], dtype=np.int64)
     y_test = np.array([i.label for i in test], dtype=np.int64)
     check_trainable(inputs.manifest, p["train_split"], train, test)
-    mean, std = x_train.mean(axis=0), floored_std(x_train.std(axis=0))
-    x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    x_train, x_test, mean, std = standardise(inputs.stack(train), inputs.stack(test))
     num_classes = len(inputs.manifest.classes)
     head = train_linear_head(
         x_train, y_train, num_classes, epochs=p["epochs"], lr=p["lr"], weight_decay=p["weight_decay"],

@@ -19,31 +19,17 @@ recorded (no column) so that a gap from over- or underfitting shows.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import PositiveInt
 
 from harness.probes.arrays import LABELLED_ARRAYS
-from harness.probes.base import (
-    PooledParams,
-    ProbeInputs,
-    ProbeResult,
-    ProbeSpec,
-    column_means,
-    floored_std,
-    register_probe,
-)
-from harness.probes.classification import check_trainable, topk_correct
+from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
+from harness.probes.classification import LinearRecipeParams, check_trainable, standardise, topk_correct
 from harness.probes.linear_head import train_linear_head
 from harness.probes.mlp_head import train_mlp_head
 from harness.probes.neighbours import nearest, standardised, vote
 
 
-class HeadFamilyParams(PooledParams):
-    train_split: str = Field(min_length=1)
-    eval_split: str = Field(min_length=1)
-    epochs: PositiveInt
-    lr: PositiveFloat
-    weight_decay: NonNegativeFloat
-    batch_size: PositiveInt
+class HeadFamilyParams(LinearRecipeParams):
     k: PositiveInt
     hidden: PositiveInt
 
@@ -55,9 +41,10 @@ def run_head_family(inputs: ProbeInputs) -> ProbeResult:
     y_train = np.array([i.label for i in train], dtype=np.int64)
     y_test = np.array([i.label for i in test], dtype=np.int64)
     num_classes = len(inputs.manifest.classes)
-    x_train, x_test = standardised(inputs.stack(train), inputs.stack(test))
-    # the linear probe standardises in float32 (classification.run_classification); so do the trained heads here
-    x_train32, x_test32 = _float32_standardised(inputs.stack(train), inputs.stack(test))
+    features_train, features_test = inputs.stack(train), inputs.stack(test)
+    x_train, x_test = standardised(features_train, features_test)  # the overlap probe's float64 space, for kNN
+    # the trained heads see the classification probe's float32 standardisation, as its linear head does
+    x_train32, x_test32, _, _ = standardise(features_train, features_test)
     recipe = {"epochs": p["epochs"], "lr": p["lr"], "weight_decay": p["weight_decay"],
               "batch_size": p["batch_size"], "seed": inputs.seed}
     linear = train_linear_head(x_train32, y_train, num_classes, **recipe)
@@ -71,12 +58,6 @@ def run_head_family(inputs: ProbeInputs) -> ProbeResult:
     metrics["linear_train_top1"] = float(topk_correct(linear.logits(x_train32), y_train, 1).mean())
     metrics["mlp_train_top1"] = float(topk_correct(mlp.logits(x_train32), y_train, 1).mean())
     return ProbeResult(metrics, [item.path for item in test], columns, unit="image")
-
-
-def _float32_standardised(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    train, test = train.astype(np.float32), test.astype(np.float32)
-    mean, std = train.mean(axis=0), floored_std(train.std(axis=0))
-    return (train - mean) / std, (test - mean) / std
 
 
 HEAD_FAMILY = register_probe(ProbeSpec(
