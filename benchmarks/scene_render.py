@@ -28,7 +28,7 @@ def measure(bench: Bench, size: int, n: int, reps: int) -> None:
 
     def targets(renders: list) -> None:
         for scene, render in zip(scenes, renders, strict=True):
-            derive_targets(scene, render, keypoint_sigma=2.0, occlusion_threshold=0.05)
+            derive_targets(scene, render, keypoint_sigma=2.0, occlusion_threshold=0.05, orientation_scale=2.0)
 
     def prepare(folder: Path) -> None:
         prepare_procedural_scenes("bench", folder, {"train": n}, seed=0, size=size)

@@ -136,6 +136,9 @@ class RenderedScene:
     depth: np.ndarray  # (H, W) float32 camera z in metres; 0 where the ray hits nothing
     normals: np.ndarray  # (H, W, 3) float32 unit vectors in the camera frame; 0 where nothing is hit
     albedo: np.ndarray  # (H, W, 3) float32 linear texture colour before shading; 0 where nothing is hit
+    # (H, W) float32 the light's factor: linear colour = albedo · shading exactly (never clipped: both <= 1);
+    # ambient + (1 − ambient) · max(0, n·l) · unshadowed, so >= ambient > 0 on a surface; 0 where nothing is hit
+    shading: np.ndarray
     surface: np.ndarray  # (H, W) int16 index into Scene.surfaces; -1 where nothing is hit
 
 
@@ -272,7 +275,9 @@ def render_scene(scene: Scene, shadows: bool = True) -> RenderedScene:
     return RenderedScene(
         rgb=rgb.reshape(side, side, 3), depth=depth.astype(np.float32).reshape(side, side),
         normals=normal_camera.astype(np.float32).reshape(side, side, 3),
-        albedo=albedo.astype(np.float32).reshape(side, side, 3), surface=surface.reshape(side, side),
+        albedo=albedo.astype(np.float32).reshape(side, side, 3),
+        shading=np.where(surface >= 0, shade, 0.0).astype(np.float32).reshape(side, side),
+        surface=surface.reshape(side, side),
     )
 
 

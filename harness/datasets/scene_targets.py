@@ -1,4 +1,5 @@
-"""Ground truth derived from a rendered procedural scene: labels, edges, keypoints and 2-D boxes.
+"""Ground truth derived from a rendered procedural scene: labels, edges, texture orientation, keypoints and 2-D
+boxes.
 
 Label map (semantic.png): 0 background (sky: no surface), 1 plane (the ground), 2 box, 3 sphere,
 4 cylinder. instance.png numbers objects 1..n in `Scene.objects` order (0 = plane or background), and
@@ -12,11 +13,17 @@ Edges are split by cause, so a probe can ask which one a feature sees:
   jump can only happen between surfaces; asking for a surface change keeps the steep but smooth depth
   slope of the ground near the horizon from reading as an edge. Contacts (an object on the ground) have
   no jump and are not edges.
+
+Texture orientation is the albedo luminance's structure tensor J = G * (∇L ∇Lᵀ) (the texture-edge gradients,
+integrated with a binomial window over the pixel's own surface): its dominant eigenvector is the direction across
+the paint's stripes and edges, at angle θ = ½·atan2(2·Jxy, Jxx − Jyy) from the image's x axis (y down), and its
+coherence (λ₁ − λ₂) / (λ₁ + λ₂) says how one-directional the texture is there (1: stripes, 0: a corner or noise).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -37,8 +44,9 @@ def semantic_maps(scene: Scene, surface: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.asarray(classes, dtype=np.uint8)[lookup], np.asarray(instances, dtype=np.uint8)[lookup]
 
 
-def texture_edges(render: RenderedScene) -> np.ndarray:
-    """Sobel gradient magnitude of the albedo luminance (kernel / 8: a step of Δ reads Δ / 2), float32."""
+def _albedo_gradients(render: RenderedScene) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sobel gradients (x right, y down) of the albedo luminance (kernel / 8: a step of Δ reads Δ / 2), and where
+    the whole 3×3 window lies on one surface (elsewhere the "gradient" is a surface's outline, not its paint)."""
     albedo = render.albedo.astype(np.float64)
     luma = albedo[..., 0] * _LUMA[0] + albedo[..., 1] * _LUMA[1] + albedo[..., 2] * _LUMA[2]
     p = np.pad(luma, 1, mode="edge")
@@ -50,7 +58,52 @@ def texture_edges(render: RenderedScene) -> np.ndarray:
     one_surface = surface >= 0
     for dy, dx in itertools.product(range(3), repeat=2):
         one_surface &= padded[dy: dy + height, dx: dx + width] == surface
+    return gx, gy, one_surface
+
+
+def texture_edges(render: RenderedScene) -> np.ndarray:
+    """Sobel gradient magnitude of the albedo luminance, on one surface only, float32."""
+    gx, gy, one_surface = _albedo_gradients(render)
     return np.where(one_surface, np.sqrt(gx * gx + gy * gy), 0.0).astype(np.float32)
+
+
+def binomial_kernel(scale: float) -> np.ndarray:
+    """The binomial weights C(n, k) / 2ⁿ with n = round(4·scale²): a Gaussian of standard deviation ≈ `scale` px
+    (a Binomial(n, ½) has variance n / 4) whose weights are exact dyadic fractions, so smoothing with it is the
+    same bytes on every CPU (no exp() to round differently)."""
+    n = max(1, round(4.0 * scale * scale))
+    if n > 52:  # C(n, k) and 2ⁿ stay exact in float64 up to here
+        raise ValueError(f"orientation_scale must be at most 3.6 px; got {scale}")
+    return np.array([math.comb(n, k) for k in range(n + 1)], dtype=np.float64) / float(2**n)
+
+
+def _smooth(values: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Separable correlation over the last two axes with zero padding, as a fixed-order sum of shifted copies (the
+    same arithmetic in the same order on every machine)."""
+    radius = len(kernel) // 2
+    for axis in (values.ndim - 2, values.ndim - 1):
+        padded = np.pad(values, [(radius, radius) if a == axis else (0, 0) for a in range(values.ndim)])
+        out = np.zeros_like(values)
+        for k, weight in enumerate(kernel):
+            out = out + weight * np.take(padded, np.arange(k, k + values.shape[axis]), axis=axis)
+        values = out
+    return values
+
+
+def structure_tensor(render: RenderedScene, scale: float) -> np.ndarray:
+    """(H, W, 3) float32 [Jxx, Jxy, Jyy]: the albedo luminance's structure tensor, its gradient products (on one
+    surface only, as `texture_edges`) integrated with a binomial window of ≈ `scale` px over the pixel's own surface
+    alone, so a texture's orientation is not mixed with its neighbour's across an outline. Zero off every surface
+    and on untextured paint (a flat texture, the inside of a wide checker cell)."""
+    gx, gy, one_surface = _albedo_gradients(render)
+    products = np.stack([gx * gx, gx * gy, gy * gy]) * one_surface
+    kernel = binomial_kernel(scale)
+    tensor = np.zeros(products.shape)
+    surface = render.surface
+    for index in np.unique(surface[surface >= 0]):
+        mine = surface == index
+        tensor[:, mine] = _smooth(products * mine, kernel)[:, mine]
+    return np.moveaxis(tensor, 0, -1).astype(np.float32)
 
 
 def occlusion_edges(render: RenderedScene, threshold: float) -> np.ndarray:

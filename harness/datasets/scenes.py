@@ -20,6 +20,9 @@ covers all of them):
 | foreground.png | (H, W) uint8, mode L: 1 = an object, 0 = plane or background |
 | texture_edges.npy | (H, W) float32 Sobel magnitude of the albedo luminance (the paint, not the shading), /8 |
 | occlusion_edges.npy | (H, W) uint8: 1 on the near side of a depth discontinuity or a silhouette |
+| albedo.npy | (H, W, 3) float32 linear albedo (the paint before light); 0 = no surface (every paint is > 0) |
+| shading.npy | (H, W) float32 the light's factor: linear colour = albedo · shading exactly; 0 = no surface |
+| structure_tensor.npy | (H, W, 3) float32 [Jxx, Jxy, Jyy] of the albedo luminance (`scene_targets`), x right, y down |
 | keypoints.npy | (H, W, 3) float32 Gaussian responses, one channel per `KEYPOINT_KINDS`, peak 1 |
 | annotations.json | camera, light, ground and objects (with textures), visible keypoints, 2-D boxes |
 """
@@ -55,6 +58,7 @@ from harness.datasets.scene_targets import (
     object_boxes,
     occlusion_edges,
     semantic_maps,
+    structure_tensor,
     texture_edges,
     visible_keypoints,
 )
@@ -142,7 +146,7 @@ def _sample_texture(
 
 
 def derive_targets(
-    scene: Scene, render: RenderedScene, keypoint_sigma: float, occlusion_threshold: float
+    scene: Scene, render: RenderedScene, keypoint_sigma: float, occlusion_threshold: float, orientation_scale: float
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The dense target arrays and the JSON annotations of one rendered scene."""
     semantic, instance = semantic_maps(scene, render.surface)
@@ -152,6 +156,8 @@ def derive_targets(
         "foreground": (instance > 0).astype(np.uint8), "texture_edges": texture_edges(render),
         "occlusion_edges": occlusion_edges(render, occlusion_threshold),
         "keypoints": keypoint_response(keypoints, scene.camera.size, keypoint_sigma),
+        "albedo": render.albedo, "shading": render.shading,
+        "structure_tensor": structure_tensor(render, orientation_scale),
     }
     camera = scene.camera
     annotations = {
@@ -178,7 +184,8 @@ def _primitive_json(primitive: Primitive) -> dict[str, Any]:
 TARGET_FILES = {
     "depth": "depth.npy", "normals": "normals.npy", "semantic": "semantic.png", "instance": "instance.png",
     "foreground": "foreground.png", "texture_edges": "texture_edges.npy",
-    "occlusion_edges": "occlusion_edges.npy", "keypoints": "keypoints.npy",
+    "occlusion_edges": "occlusion_edges.npy", "keypoints": "keypoints.npy", "albedo": "albedo.npy",
+    "shading": "shading.npy", "structure_tensor": "structure_tensor.npy",
 }
 
 
@@ -220,12 +227,14 @@ def prepare_procedural_scenes(
     name: str, out_dir: Path, scenes: dict[str, int], seed: int, size: int = 224,
     objects: list[int] | tuple[int, int] = (2, 5), textures: list[str] | tuple[str, ...] = TEXTURE_KINDS,
     keypoint_sigma: float = 2.0, occlusion_threshold: float = 0.05, shadows: bool = True,
+    orientation_scale: float = 2.0,
 ) -> Manifest:
     """Render `scenes[split]` scenes per split; the manifest's items are the RGB images.
 
     `objects` is the inclusive [min, max] object count (a crowded scene can hold fewer: see
     `sample_scene`); `keypoint_sigma` is in pixels; `occlusion_threshold` is the relative depth jump
-    (Δz / z) that makes an occlusion edge.
+    (Δz / z) that makes an occlusion edge; `orientation_scale` is the structure tensor's integration window
+    (≈ its standard deviation, px).
     """
     low, high = (int(v) for v in objects)
     if not 0 <= low <= high <= 255:
@@ -242,13 +251,13 @@ def prepare_procedural_scenes(
             rng = np.random.default_rng([seed, zlib.crc32(split.encode()), index])
             scene = sample_scene(rng, size, (low, high), tuple(textures))
             render = render_scene(scene, shadows=shadows)
-            arrays, annotations = derive_targets(scene, render, keypoint_sigma, occlusion_threshold)
+            arrays, annotations = derive_targets(scene, render, keypoint_sigma, occlusion_threshold, orientation_scale)
             annotations["scene"] = {"split": split, "index": index}
             rel = f"{split}/scene_{index:05d}"
             rgb_sha, targets[f"{rel}/rgb.png"] = write_scene(out_dir / rel, render.rgb, arrays, annotations, out_dir)
             items.append(Item(f"{rel}/rgb.png", rgb_sha, split))
     params = {"scenes": dict(sorted(scenes.items())), "seed": seed, "size": size, "objects": [low, high],
               "textures": list(textures), "keypoint_sigma": keypoint_sigma,
-              "occlusion_threshold": occlusion_threshold, "shadows": shadows}
+              "occlusion_threshold": occlusion_threshold, "shadows": shadows, "orientation_scale": orientation_scale}
     extra = {"targets": targets, "keypoint_kinds": list(KEYPOINT_KINDS)}
     return Manifest(name, str(out_dir), items, list(SEMANTIC_CLASSES), params, extra)

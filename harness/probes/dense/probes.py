@@ -27,6 +27,7 @@ thresholds saturate once the flat ground plane is solved; mean/median error are 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 
 from harness.datasets.manifest import Manifest
 from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_of
-from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
+from harness.probes.base import PROBES, ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head
@@ -96,7 +97,7 @@ def _class_counts(target: torch.Tensor, valid: torch.Tensor, k: int) -> np.ndarr
 
 
 MEAN_LOG_DEPTH = Prior(lambda t, v, k: _valid_mean_sums(torch.log(t.clamp_min(1e-6))[:, None], v), _mean)
-MEAN_NORMAL = Prior(lambda t, v, k: _valid_mean_sums(t, v), _mean)
+MEAN_CHANNELS = Prior(lambda t, v, k: _valid_mean_sums(t, v), _mean)  # each channel of a (C, S, S) target
 MEAN_VALUE = Prior(lambda t, v, k: _valid_mean_sums(t[:, None], v), _mean)
 LOGIT_OF_MEAN = Prior(lambda t, v, k: _valid_mean_sums(t[:, None].float(), v), lambda s: _logit(_mean(s)))
 LOG_CLASS_FREQUENCY = Prior(_class_counts, lambda c: np.log((c + 1.0) / (c.sum() + len(c))))  # add-one
@@ -167,7 +168,7 @@ DEPTH = DenseTask(
 NORMALS = DenseTask(
     "normals", T.encode_normals, lambda m: 3, _normals_loss,
     lambda z: _numpy(F.normalize(z, dim=1, eps=1e-6)), lambda p, t, v, k: M.normals_per_image(p, t, v),
-    prior=MEAN_NORMAL)
+    prior=MEAN_CHANNELS)
 GENERIC = DenseTask(
     "foreground", T.encode_labels, lambda m: 1,
     lambda z, t, v: F.binary_cross_entropy_with_logits(z[:, 0], t.float()),
@@ -319,23 +320,32 @@ class DenseArrays(ArrayForm):
                         {"targets": entries}), rows
 
 
-def _spec(name, level, protocol, headline, task, lower=(), classes=False) -> ProbeSpec:
+def register_dense_probe(name: str, level: str, protocol: str, headline: str, task: DenseTask,
+                         lower: tuple[str, ...] = (), classes: bool = False) -> ProbeSpec:
+    """Register `task` as a probe run by `run_dense` (its params `DenseParams`); `lower`: metrics where lower is
+    better. Tasks defined in their own modules (orientation, intrinsic) register through this too."""
     # on arrays, targets are written as the first target name the task reads; `classes`: they are class indices
     target = task.target if isinstance(task.target, str) else task.target[0]
-    return register_probe(ProbeSpec(
+    spec = ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
         fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True,
-        arrays=DenseArrays(target, classes), folder_layout="dense_folder"))
+        arrays=DenseArrays(target, classes), folder_layout="dense_folder")
+    # the module that calls this (and defines the task) is what the task's DVC stages depend on, as
+    # `register_probe` records for its own caller
+    PROBES.register(name, module=sys._getframe(1).f_globals["__name__"])(lambda: spec)
+    return spec
 
 
-DEPTH_PROBE = _spec("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))
-SURFACE_NORMAL_PROBE = _spec("surface_normal", "mid", "probe3d-surface-normal/v2", "within_11.25", NORMALS,
-                             ("mean_error", "median_error"))
-GENERIC_SEGMENTATION_PROBE = _spec("generic_segmentation", "mid", "dense-binary-segmentation/v2", "iou", GENERIC)
-SEMANTIC_SEGMENTATION_PROBE = _spec("semantic_segmentation", "high", "dense-semantic-segmentation/v2", "miou",
-                                    SEMANTIC, classes=True)
-EDGE_PROBE = _spec("edge", "low", "dense-edge-regression/v2", "pearson", EDGE, ("rmse", "mae"))
-KEYPOINTS_PROBE = _spec("keypoints2d", "low", "dense-keypoint-heatmap/v2", "pearson", KEYPOINTS, ("rmse", "mae"))
-OCCLUSION_PROBE = _spec("occlusion_edge", "mid", "dense-occlusion-edge-log1p/v2", "pearson", OCCLUSION,
-                        ("rmse", "mae"))
+DEPTH_PROBE = register_dense_probe("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))
+SURFACE_NORMAL_PROBE = register_dense_probe("surface_normal", "mid", "probe3d-surface-normal/v2", "within_11.25",
+                                            NORMALS, ("mean_error", "median_error"))
+GENERIC_SEGMENTATION_PROBE = register_dense_probe("generic_segmentation", "mid", "dense-binary-segmentation/v2",
+                                                  "iou", GENERIC)
+SEMANTIC_SEGMENTATION_PROBE = register_dense_probe("semantic_segmentation", "high", "dense-semantic-segmentation/v2",
+                                                   "miou", SEMANTIC, classes=True)
+EDGE_PROBE = register_dense_probe("edge", "low", "dense-edge-regression/v2", "pearson", EDGE, ("rmse", "mae"))
+KEYPOINTS_PROBE = register_dense_probe("keypoints2d", "low", "dense-keypoint-heatmap/v2", "pearson", KEYPOINTS,
+                                       ("rmse", "mae"))
+OCCLUSION_PROBE = register_dense_probe("occlusion_edge", "mid", "dense-occlusion-edge-log1p/v2", "pearson",
+                                       OCCLUSION, ("rmse", "mae"))
