@@ -133,3 +133,22 @@ def test_head_family_chance_is_each_heads_uniform_guess():
              "metrics": [{"metric": m} for m in ("linear_top1", "knn_top1", "mlp_top1", "mlp_minus_linear")]}
     (row,) = chance_rows(board, ids_for({c: 15 for c in "abcde"}))
     assert row.metrics == {"linear_top1": 0.2, "knn_top1": 0.2, "mlp_top1": 0.2, "mlp_minus_linear": 0.0}
+
+
+def test_a_uniform_orientation_scores_its_expectation_on_the_probes_own_metric():
+    """The orientation row against Monte Carlo through `orientation_per_image`: uniform guesses, arbitrary
+    truths and coherences (the expectation does not depend on either)."""
+    from harness.probes.dense.orientation import orientation_per_image
+
+    names = ("angular_error", "within_15", "within_30", "mean_error_unweighted")
+    board = {"protocol": "structure-tensor-orientation/v1", "headline_metric": "angular_error",
+             "protocol_params": "{}", "metrics": [{"metric": m} for m in names]}
+    (row,) = chance_rows(board, None)
+    rng = np.random.default_rng(0)
+    guess, truth = rng.uniform(0, 2 * np.pi, (2, 200, 1, 32, 32))
+    target = np.concatenate([np.cos(truth * 0.3), np.sin(truth * 0.3), rng.random((200, 1, 32, 32))], axis=1)
+    pred = np.concatenate([np.cos(guess), np.sin(guess)], axis=1)
+    columns = orientation_per_image(pred, target, np.ones((200, 32, 32), bool))
+    assert row.predictor == "uniform orientation" and set(row.metrics) == set(names)
+    for name in names:
+        assert columns[name].mean() == pytest.approx(row.metrics[name], abs=0.01 * max(1.0, row.metrics[name]))

@@ -27,6 +27,10 @@ board's own record fields and per-sample ids, so a chance row needs nothing the 
   1 (reaching 95% of the defects flags every good image) and AUPRO 0.15 (the PRO curve is the straight line
   from (0, 0) to (1, 1), and its area to FPR 0.3, divided by 0.3, is 0.3/2). A test image's class is the parent
   folder of its id (`test/<type>/…`), `good` the defect-free one.
+- texture orientation (`structure-tensor-orientation`): an orientation *drawn uniformly at random* for every
+  cell, independent of the image. Its error Δθ is uniform on [0°, 90°] whatever the truth, so every weighting of
+  the cells gives the same expectation: angular error 45° (weighted and unweighted), within 15° 1/6, within 30°
+  1/3.
 
 Others (mIoU, depth δ1, detection mAP, PCK, boundary F) depend on the label maps' geometry or class balance in
 ways the records do not carry, so their boards have no chance row; the protocol notes say what low means.
@@ -45,7 +49,7 @@ from typing import Any
 @dataclass(frozen=True)
 class ChanceRow:
     predictor: str  # "uniform guess", "majority class", "random ranking", "coin flip", "independent prediction",
-    # "constant score"
+    # "constant score", "uniform orientation"
     metrics: dict[str, float]  # only the board's metrics this predictor has an exact value for
 
 
@@ -66,6 +70,8 @@ def chance_rows(board: dict[str, Any], sample_ids: list[str] | None) -> list[Cha
                 for r in _classification(sample_ids)[:1]]
     elif family.endswith("-patch-anomaly"):
         rows = _anomaly(names, sample_ids)
+    elif family == "structure-tensor-orientation":
+        rows = [ChanceRow("uniform orientation", ORIENTATION_CHANCE)]
     elif board["headline_metric"] == "pearson":
         rows = [ChanceRow("independent prediction", {"pearson": 0.0})]
     else:
@@ -108,6 +114,9 @@ def _anomaly(names: set[str], sample_ids: list[str] | None) -> list[ChanceRow]:
     return [ChanceRow("constant score", metrics)]
 
 
+# Δθ ~ U[0°, 90°]: its mean, and P(Δθ < t) = t / 90
+ORIENTATION_CHANCE = {"angular_error": 45.0, "mean_error_unweighted": 45.0, "within_15": 15.0 / 90.0,
+                      "within_30": 30.0 / 90.0}
 AUPRO_OF_A_CONSTANT_MAP = 0.15  # the PRO curve (0, 0)–(1, 1) integrated to FPR 0.3, divided by 0.3
 
 
