@@ -390,13 +390,13 @@ datasets:
 grids:
   sun397:
     backbones: [efficientnet_lite0, efficientnet_lite1, efficientnet_lite2, resnet18.random, clip_vitb32.random]
-    tasks: {classification: sun397, retrieval: sun397, class_overlap: sun397, head_family: sun397}
-    probes: &test_split {classification: {eval_split: test}, retrieval: {query_split: test},
-                         class_overlap: {eval_split: test}, head_family: {eval_split: test}}
+    tasks: {classification: sun397}
+    probes: {classification: {eval_split: test}}
   cub200:
     backbones: [efficientnet_lite0, efficientnet_lite1, efficientnet_lite2, resnet18.random, clip_vitb32.random]
     tasks: {classification: cub200, retrieval: cub200, class_overlap: cub200, head_family: cub200}
-    probes: *test_split
+    probes: &test_split {classification: {eval_split: test}, retrieval: {query_split: test},
+                         class_overlap: {eval_split: test}, head_family: {eval_split: test}}
   stanford_cars:
     backbones: [efficientnet_lite0, efficientnet_lite1, efficientnet_lite2, resnet18.random, clip_vitb32.random]
     tasks: {classification: stanford_cars, retrieval: stanford_cars, class_overlap: stanford_cars,
