@@ -28,7 +28,13 @@ SHA-256 is in the manifest, so the dataset identity covers them):
 |---|---|
 | view0/rgb.png, view1/rgb.png | (H, W, 3) uint8: the two images (manifest items, label None) |
 | view0/depth.npy, view1/depth.npy | (H, W) float32 metric camera z; 0 = no surface |
+| view0/corners.npy, view1/corners.npy | (N, 3) float32 [x, y, kind] (`scene_corners`: 0 box vertex, 1 texture) |
 | annotations.json | both cameras (K, world→camera R and t, position), the relative pose, the motion drawn |
+
+The corners (for the corner probe) were added after the other files; they are extra files and manifest target
+entries only, so every other file is byte for byte what it was for the same parameters. `corner_scale` (the
+structure tensor's integration scale, px), `corner_threshold` (relative to the view's strongest response) and
+`corner_radius` (the suppression radius, px) are `scene_corners`' parameters and part of the identity.
 
 Pose conventions (OpenCV's): a camera's extrinsics map world points to its frame, x_cam = R · X + t, with
 x right, y down, z forward; the relative pose (R, t) maps view 0's camera frame to view 1's, x1 = R · x0 + t
@@ -51,6 +57,7 @@ import numpy as np
 from harness.datasets.files import write_bytes, write_png
 from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
+from harness.datasets.scene_corners import scene_corners
 from harness.datasets.scene_render import TEXTURE_KINDS, Camera, Scene, nearest_hit, render_scene
 from harness.datasets.scenes import sample_scene
 
@@ -169,9 +176,9 @@ def _round(value: Any) -> Any:
     return value
 
 
-def _write_depth(path: Path, depth: np.ndarray) -> str:
+def _write_array(path: Path, array: np.ndarray) -> str:
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(depth), allow_pickle=False)  # np.save's bytes are deterministic
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)  # np.save's bytes are deterministic
     return write_bytes(path, buffer.getvalue())
 
 
@@ -193,14 +200,14 @@ def prepare_procedural_scene_pairs(
     name: str, out_dir: Path, pairs: dict[str, int], seed: int, size: int = 224,
     objects: list[int] | tuple[int, int] = (2, 5), textures: list[str] | tuple[str, ...] = TEXTURE_KINDS,
     shadows: bool = True, yaw_deg: list[float] | tuple[float, float] = (5.0, 10.0), pitch_deg: float = 3.0,
-    translation_m: float = 0.2,
+    translation_m: float = 0.2, corner_scale: float = 1.5, corner_threshold: float = 0.1, corner_radius: float = 6.0,
 ) -> Manifest:
     """Render `pairs[split]` pairs per split; the manifest's items are both views' RGB images, its
     `extra["pairs"]` the pairs with their intrinsics and relative pose.
 
     `objects` and `textures` are `procedural_scenes`' (the same scene draws); `yaw_deg` is the inclusive
     [min, max] magnitude of the orbit's yaw, `pitch_deg` the largest change of elevation, `translation_m` the
-    largest translation (see the module docstring).
+    largest translation, `corner_*` the corners' settings (see the module docstring).
     """
     low, high = (int(v) for v in objects)
     if not 0 <= low <= high <= 255:
@@ -210,6 +217,7 @@ def prepare_procedural_scene_pairs(
         raise ValueError(f"unknown texture kinds {unknown}; valid: {', '.join(TEXTURE_KINDS)}")
     yaw = (float(yaw_deg[0]), float(yaw_deg[1]))
     _check_bounds(yaw, float(pitch_deg), float(translation_m), size)
+    _check_corners(float(corner_scale), float(corner_threshold), float(corner_radius))
     out_dir = Path(out_dir)
     items: list[Item] = []
     listed: list[dict[str, Any]] = []
@@ -224,12 +232,17 @@ def prepare_procedural_scene_pairs(
             rel = f"{split}/pair_{index:05d}"
             views = []
             for view, camera in enumerate((scene.camera, moved)):
-                render = render_scene(Scene(camera, scene.light, scene.objects, scene.ground), shadows=shadows)
+                viewed = Scene(camera, scene.light, scene.objects, scene.ground)
+                render = render_scene(viewed, shadows=shadows)
                 rgb_rel = f"{rel}/view{view}/rgb.png"
                 items.append(Item(rgb_rel, write_png(out_dir / rgb_rel, render.rgb), split))
                 depth_rel = f"{rel}/view{view}/depth.npy"
-                targets[rgb_rel] = {"depth": {"path": depth_rel,
-                                              "sha256": _write_depth(out_dir / depth_rel, render.depth)}}
+                corners_rel = f"{rel}/view{view}/corners.npy"
+                corners = scene_corners(viewed, render, float(corner_scale), float(corner_threshold),
+                                        float(corner_radius))
+                targets[rgb_rel] = {
+                    "depth": {"path": depth_rel, "sha256": _write_array(out_dir / depth_rel, render.depth)},
+                    "corners": {"path": corners_rel, "sha256": _write_array(out_dir / corners_rel, corners)}}
                 views.append(camera)
             rotation, translation = relative_pose(views[0], views[1])
             annotations = {
@@ -247,8 +260,19 @@ def prepare_procedural_scene_pairs(
             }))
     params = {"pairs": dict(sorted(pairs.items())), "seed": seed, "size": size, "objects": [low, high],
               "textures": list(textures), "shadows": shadows, "yaw_deg": list(yaw), "pitch_deg": float(pitch_deg),
-              "translation_m": float(translation_m)}
+              "translation_m": float(translation_m), "corner_scale": float(corner_scale),
+              "corner_threshold": float(corner_threshold), "corner_radius": float(corner_radius)}
     return Manifest(name, str(out_dir), items, [], params, {"pairs": listed, "targets": targets})
+
+
+def _check_corners(scale: float, threshold: float, radius: float) -> None:
+    if not 0.25 <= scale <= 3.6:  # binomial_kernel's exact range (n = round(4·scale²) from 1 to 52)
+        raise ValueError(f"corner_scale must be in [0.25, 3.6] px; got {scale}")
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"corner_threshold must be in [0, 1) (a share of the view's strongest response); got "
+                         f"{threshold}")
+    if not radius >= 1.0:
+        raise ValueError(f"corner_radius must be at least 1 px; got {radius}")
 
 
 def _look_at_target(scene: Scene) -> Vector:
