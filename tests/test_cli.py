@@ -408,5 +408,5 @@ def test_help_task_says_what_the_probe_declares(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "whdr (lower is better)" in out and "a dataset made for it" in out
     assert cli.main(["help", "nope"]) == 2
-    assert "unknown task 'nope'. Valid tasks: anomaly_gaussian, anomaly_knn, class_overlap, classification" in \
+    assert "unknown task 'nope'. Valid tasks: albedo, anomaly_gaussian, anomaly_knn, class_overlap, classification" in \
         capsys.readouterr().err

@@ -1,9 +1,11 @@
 """The rank-agreement matrix, drawn with `svg`, over the boards that share enough rows to be compared.
 
 Boards are named by code (B-3031, …) with a legend under the figure, since "task (dataset)" labels are too
-long for column heads. Every text is FONT px and the page shows the figure at its natural size (scrolling
-sideways if it must) rather than shrinking it: legible axis text is checked in tests/test_browser.py.
-Colours are a fixed ramp; numbers use two decimals.
+long for column heads; the column heads stand upright so that a column is as narrow as its values. Every text
+is FONT px and the page shows the figure at its natural size (scrolling sideways if it must) rather than
+shrinking it: legible axis text is checked in tests/test_browser.py. Colours are a fixed ramp; a cell shows its
+correlation with two decimals and no leading zero (".42", "−.07", "1"), the diagonal each board's row count,
+and every cell's tooltip the pair's common rows.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ def _legend_width(analysis: Analysis, columns: list[dict[str, Any]]) -> float:
     return max((text_width(label, FONT) for label in labels), default=0.0) + 2 * PAD
 
 
+def compact(value: float) -> str:
+    """A correlation in at most four characters: two decimals without the leading zero, ±1 as "1"."""
+    digits = f"{abs(value):.2f}"
+    digits = "1" if digits == "1.00" else digits.removeprefix("0")
+    return ("−" if value < 0 and digits != ".00" else "") + digits
+
+
 def agreement_svg(analysis: Analysis) -> str:
     """Spearman ρ below the diagonal, Kendall τ above it, the number of rows on the diagonal, over
     `analysis.agreement_columns`; a pair with fewer than MIN_CORRELATION_N common rows shows its n only."""
@@ -47,9 +56,10 @@ def agreement_svg(analysis: Analysis) -> str:
     # 56 px a cell, narrower as boards are added (down to what a code, a value or an n needs), so that the matrix
     # keeps fitting a laptop's content column (FIT_WIDTH); past that floor the page scrolls it sideways
     label_w = text_width(max(codes, key=len, default=""), FONT) + 2 * PAD
-    legible = max(text_width(t, FONT) for t in ("B-0000", "−0.00", "n=999")) + 4
+    legible = max(text_width(t, FONT) for t in ("−.00", "n=99")) + 4
     fit = (FIT_WIDTH - label_w - PAD) / max(len(columns), 1)
-    cell_w, cell_h, title_h, head_h = max(legible, min(56.0, fit)), 44.0, 24.0, 22.0
+    head_h = text_width(max(codes, key=len, default=""), FONT) + 12  # upright codes
+    cell_w, cell_h, title_h = max(legible, min(56.0, fit)), 44.0, 24.0
     grid_x, grid_y = label_w, title_h + head_h
     legend_y = grid_y + len(columns) * cell_h + 2 * PAD
     title = "Rank agreement: Spearman ρ below the diagonal, Kendall τ above"
@@ -59,7 +69,7 @@ def agreement_svg(analysis: Analysis) -> str:
     svg = Svg(width, height, title, GENERATED_HEADER)
     svg.text(PAD, 16, title, FONT, bold=True)
     for i, code in enumerate(codes):
-        svg.text(grid_x + (i + 0.5) * cell_w, grid_y - 6, code, FONT, "middle", bold=True)
+        svg.text(grid_x + (i + 0.5) * cell_w + 4, grid_y - 6, code, FONT, "start", bold=True, rotate=-90)
         svg.text(grid_x - 6, grid_y + (i + 0.5) * cell_h + 4, code, FONT, "end", bold=True)
     for r in range(len(columns)):
         for c in range(len(columns)):
@@ -78,13 +88,11 @@ def agreement_svg(analysis: Analysis) -> str:
                                     f"{MIN_CORRELATION_N}: not estimated")
             if value is None:
                 svg.rect(x, y, cell_w, cell_h, EMPTY_FILL, EMPTY_STROKE, tip)
-                svg.text(x + cell_w / 2, y + cell_h / 2 - 2, NO_AGGREGATE, FONT, "middle", EMPTY_TEXT)
-                faint = EMPTY_TEXT
+                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, NO_AGGREGATE, FONT, "middle", EMPTY_TEXT)
             else:
                 svg.rect(x, y, cell_w, cell_h, mix(CORRELATION_RAMP, value), "#ffffff", tip)
                 # The ramp's ends are dark: white text there, black elsewhere.
                 faint = "#ffffff" if abs(value) > 0.6 else "#000000"
-                svg.text(x + cell_w / 2, y + cell_h / 2 - 2, short(value), FONT, "middle", faint)
-            svg.text(x + cell_w / 2, y + cell_h / 2 + 14, f"n={correlation.n}", FONT, "middle", faint)
+                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, compact(value), FONT, "middle", faint)
     _legend(svg, analysis, columns, legend_y)
     return svg.render()

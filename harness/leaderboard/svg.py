@@ -59,11 +59,13 @@ class Svg:
             self.elements.append(f"<rect {attrs}/>")
 
     def text(self, x: float, y: float, content: str, size: float = 12, anchor: str = "start",
-             fill: str = "#000000", bold: bool = False) -> None:
+             fill: str = "#000000", bold: bool = False, rotate: float = 0.0) -> None:
+        """`rotate`: degrees clockwise about (x, y) (-90 reads upwards)."""
         weight = ' font-weight="bold"' if bold else ""
+        turn = f' transform="rotate({fmt(rotate)} {fmt(x)} {fmt(y)})"' if rotate else ""
         self.elements.append(
             f'<text x="{fmt(x)}" y="{fmt(y)}" font-size="{fmt(size)}" text-anchor="{anchor}" '
-            f'fill="{fill}"{weight}>{escape(content)}</text>'
+            f'fill="{fill}"{weight}{turn}>{escape(content)}</text>'
         )
 
     def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str = "#000000") -> None:
