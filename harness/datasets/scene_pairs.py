@@ -59,7 +59,7 @@ from harness.datasets.kinds import DATASET_KINDS
 from harness.datasets.manifest import Item, Manifest
 from harness.datasets.scene_corners import scene_corners
 from harness.datasets.scene_render import TEXTURE_KINDS, Camera, Scene, nearest_hit, render_scene
-from harness.datasets.scenes import sample_scene
+from harness.datasets.scenes import checked_draws, sample_scene
 
 __all__ = ["camera_extrinsics", "camera_matrix", "move_camera", "prepare_procedural_scene_pairs",
            "relative_pose"]
@@ -209,12 +209,7 @@ def prepare_procedural_scene_pairs(
     [min, max] magnitude of the orbit's yaw, `pitch_deg` the largest change of elevation, `translation_m` the
     largest translation, `corner_*` the corners' settings (see the module docstring).
     """
-    low, high = (int(v) for v in objects)
-    if not 0 <= low <= high <= 255:
-        raise ValueError(f"objects must be [min, max] with 0 <= min <= max <= 255; got {list(objects)}")
-    unknown = sorted(set(textures) - set(TEXTURE_KINDS))
-    if unknown or not textures:
-        raise ValueError(f"unknown texture kinds {unknown}; valid: {', '.join(TEXTURE_KINDS)}")
+    low, high = checked_draws(objects, textures)
     yaw = (float(yaw_deg[0]), float(yaw_deg[1]))
     _check_bounds(yaw, float(pitch_deg), float(translation_m), size)
     _check_corners(float(corner_scale), float(corner_threshold), float(corner_radius))

@@ -63,7 +63,8 @@ from harness.datasets.scene_targets import (
     visible_keypoints,
 )
 
-__all__ = ["KEYPOINT_KINDS", "SEMANTIC_CLASSES", "derive_targets", "prepare_procedural_scenes", "sample_scene"]
+__all__ = ["KEYPOINT_KINDS", "SEMANTIC_CLASSES", "checked_draws", "derive_targets", "prepare_procedural_scenes",
+           "sample_scene"]
 
 FOCAL_OVER_SIZE = 1.0  # focal length = image size: a 53.13° field of view, and no tan() to round
 GROUND_HALF_EXTENT = 12.0  # metres
@@ -222,6 +223,18 @@ def _rounded(value: Any) -> Any:
     return value
 
 
+def checked_draws(objects: list[int] | tuple[int, int], textures: list[str] | tuple[str, ...]) -> tuple[int, int]:
+    """`objects` as the inclusive (min, max) object count, after checking it and `textures` (one-line errors): the
+    arguments `sample_scene` draws from, shared by every kind that renders these scenes."""
+    low, high = (int(v) for v in objects)
+    if not 0 <= low <= high <= 255:
+        raise ValueError(f"objects must be [min, max] with 0 <= min <= max <= 255; got {list(objects)}")
+    unknown = sorted(set(textures) - set(TEXTURE_KINDS))
+    if unknown or not textures:
+        raise ValueError(f"unknown texture kinds {unknown}; valid: {', '.join(TEXTURE_KINDS)}")
+    return low, high
+
+
 @DATASET_KINDS.register("procedural_scenes")
 def prepare_procedural_scenes(
     name: str, out_dir: Path, scenes: dict[str, int], seed: int, size: int = 224,
@@ -236,12 +249,7 @@ def prepare_procedural_scenes(
     (Δz / z) that makes an occlusion edge; `orientation_scale` is the structure tensor's integration window
     (≈ its standard deviation, px).
     """
-    low, high = (int(v) for v in objects)
-    if not 0 <= low <= high <= 255:
-        raise ValueError(f"objects must be [min, max] with 0 <= min <= max <= 255; got {list(objects)}")
-    unknown = sorted(set(textures) - set(TEXTURE_KINDS))
-    if unknown or not textures:
-        raise ValueError(f"unknown texture kinds {unknown}; valid: {', '.join(TEXTURE_KINDS)}")
+    low, high = checked_draws(objects, textures)
     if size < 8:
         raise ValueError(f"size must be at least 8 px; got {size}")
     out_dir = Path(out_dir)
