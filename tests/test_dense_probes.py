@@ -259,7 +259,9 @@ def test_dense_specs():
               "semantic_segmentation": "high", "edge": "low", "keypoints2d": "low"}
     for name, level in levels.items():
         spec = PROBES.get(name)()
-        assert spec.level == level and spec.feature_mode == "dense" and spec.protocol.endswith("/v2")
+        # v3: surface normals' uncertainty-aware loss (harness.probes.dense.normals)
+        version = "/v3" if name == "surface_normal" else "/v2"
+        assert spec.level == level and spec.feature_mode == "dense" and spec.protocol.endswith(version)
         assert "train_loss" in spec.lower_is_better and spec.headline not in spec.lower_is_better
 
 

@@ -23,6 +23,7 @@ import torch
 
 from harness.datasets.manifest import Item, Manifest
 from harness.probes import ProbeInputs, get_probe
+from harness.probes.dense import normals
 from harness.probes.dense import probes as dense
 from harness.probes.dense.heads import build_head
 from harness.probes.dense.streaming import Batch, DenseStream, to_device
@@ -54,7 +55,7 @@ def _dense_target(name: str, rng: np.random.Generator) -> np.ndarray:
     """A target in the encoding each dense task's loss reads (as `targets` produces it)."""
     if name == "depth":
         return rng.uniform(0.5, 5.0, size=(SIZE, SIZE)).astype(np.float32)
-    if name == "normals":
+    if name.startswith("normals"):
         v = rng.normal(size=(3, SIZE, SIZE)).astype(np.float32)
         return v / np.linalg.norm(v, axis=0, keepdims=True)
     if name in ("foreground", "semantic"):
@@ -69,7 +70,8 @@ def _stream(task: str, n: int = 7, batch_size: int = 3) -> DenseStream:
     return DenseStream(_items(n), lambda item: table[item.path], batch_size, lambda item: targets[item.path])
 
 
-DENSE = {"depth": (dense.DEPTH, 1), "normals": (dense.NORMALS, 3), "foreground": (dense.GENERIC, 1),
+DENSE = {"depth": (dense.DEPTH, 1), "normals": (normals.NORMALS, 3),
+         "normals_uncertain": (normals.NORMALS_UNCERTAIN, 4), "foreground": (dense.GENERIC, 1),
          "semantic": (dense.SEMANTIC, 3), "edge": (dense.EDGE, 1), "keypoints": (dense.KEYPOINTS, 1),
          "occlusion": (dense.OCCLUSION, 1)}
 

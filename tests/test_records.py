@@ -125,11 +125,31 @@ def test_version_2_records_read_as_full_split_runs():
         parse_record(json.dumps({**payload, "k_shot": 4}))
 
 
+def test_version_3_records_read_without_warnings_or_target_sources():
+    """Version 3 predates `warnings`, `dataset.target_sources` and `environment.opencv`: they read empty/None."""
+    payload = _as_dict(make_record())
+    del payload["warnings"], payload["dataset"]["target_sources"], payload["environment"]["opencv"]
+    payload["schema_version"] = 3
+    record = parse_record(json.dumps(payload))
+    assert record.warnings == [] and record.dataset.target_sources == {} and record.environment.opencv is None
+    assert parse_record(dump_record(record)) == record
+
+
+def test_warnings_round_trip_on_ok_records_and_are_refused_on_failed_ones():
+    record = make_record(warnings=["near chance: ...; re-run with probes.surface_normal.uncertainty: false"])
+    assert parse_record(dump_record(record)).warnings == record.warnings
+    failed = {**_as_dict(make_record()), "status": "failed", "metrics": {},
+              "failure": {"phase": "probe", "error_type": "ValueError", "message": "x"},
+              "warnings": ["near chance"]}
+    with pytest.raises(RecordError, match="warnings belong to ok records"):
+        parse_record(json.dumps(failed))
+
+
 def test_few_shot_record_round_trips():
     record = make_record(run_id="fewshot-classification@resnet18.random.k4.s2", k_shot=4, seed=2,
                          protocol_params={"epochs": 100, "k_shot": 4, "k_shot_unit": "images_per_class",
                                           "subset_seed": 2, "subset_size": 40, "subset_sha256": "ab" * 32})
-    assert SCHEMA_VERSION == 3 and record.schema_version == 3
+    assert record.schema_version == SCHEMA_VERSION
     text = dump_record(record)
     assert parse_record(text) == record and json.loads(text)["k_shot"] == 4
     for bad in (0, -1, "four"):

@@ -75,7 +75,8 @@ def prepare_dense_folder(
         classes = [str(c) for c in range(top + 1)]
     params = {"splits": chosen, "limit_per_split": limit_per_split, "targets": present,
               "split_lists": "stems" if stems else "root/splits"}
-    extra = {"targets": targets, **({"ignore_index": VOID} if "semantic" in present else {})}
+    extra = {"targets": targets, **({"ignore_index": VOID} if "semantic" in present else {}),
+             "target_sources": {t: f"your folder's {t}/ files, as given" for t in present}}
     return Manifest(name, root, items, list(classes or []), params, extra)
 
 

@@ -134,7 +134,12 @@ def prepare_nyuv2_folder(
             items.append(Item(rel, sha256_file(images[image_id]), split))
     params = {"splits": chosen, "limit_per_split": limit_per_split, "depth_encoding": "uint16-mm-png|float-m-npy",
               "normals_encoding": "rgb/127.5-1", "source": "NYU Depth v2 (Silberman et al., ECCV 2012)"}
-    return Manifest(name, root, items, [], params, {"targets": targets})
+    sources = {"depth": "measured: the Kinect depth in <split>/depth/ (NYU Depth v2), millimetres",
+               "normals": "the dataset folder's <split>/normals/ maps (e.g. GeoNet's, Qi et al. 2018, fitted to the "
+                          "depth), decoded rgb/127.5 - 1, no axis flipped"}
+    return Manifest(name, root, items, [], params, {
+        "targets": targets, "target_sources": {k: v for k, v in sources.items()
+                                               if any(k in entry for entry in targets.values())}})
 
 
 def _one_of(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
@@ -193,4 +198,6 @@ def prepare_taskonomy(
     params = {"splits": {s: sorted(set(b)) for s, b in sorted(splits.items())}, "limit_per_split": limit_per_split,
               "depth_encoding": "uint16/512 m, 65535 invalid", "normals_encoding": "rgb/127.5-1",
               "source": "Taskonomy (Zamir et al., CVPR 2018), Taskonomy/Omnidata domain layout"}
-    return Manifest(name, root, items, [], params, {"targets": targets})
+    sources = {"depth": "rendered from the building's mesh: Taskonomy's depth_zbuffer domain",
+               "normals": "rendered from the building's mesh: Taskonomy's normal domain, decoded rgb/127.5 - 1"}
+    return Manifest(name, root, items, [], params, {"targets": targets, "target_sources": sources})

@@ -189,6 +189,19 @@ TARGET_FILES = {
     "shading": "shading.npy", "structure_tensor": "structure_tensor.npy",
 }
 
+# Where each target comes from, as every record on this dataset carries it (`DatasetInfo.target_sources`): all of
+# them are exact, computed from the scene's own geometry and paint, none estimated from the image.
+_RENDERED = "rendered: exact, from the procedural scene's geometry (harness.datasets.scene_render)"
+TARGET_SOURCES = {
+    **dict.fromkeys(("depth", "semantic", "instance", "foreground", "occlusion_edges", "keypoints"), _RENDERED),
+    "normals": "rendered: exact analytic surface normals of the scene's primitives, camera frame "
+               "(harness.datasets.scene_render)",
+    **dict.fromkeys(("albedo", "shading"), "rendered: exact, the paint and the light's factor apart "
+                                          "(harness.datasets.scene_render)"),
+    **dict.fromkeys(("texture_edges", "structure_tensor"), "computed from the rendered albedo "
+                                                          "(harness.datasets.scene_targets)"),
+}
+
 
 def write_scene(folder: Path, rgb: np.ndarray, arrays: dict[str, np.ndarray], annotations: dict[str, Any],
                 root: Path) -> tuple[str, dict[str, dict[str, str]]]:
@@ -267,5 +280,5 @@ def prepare_procedural_scenes(
     params = {"scenes": dict(sorted(scenes.items())), "seed": seed, "size": size, "objects": [low, high],
               "textures": list(textures), "keypoint_sigma": keypoint_sigma,
               "occlusion_threshold": occlusion_threshold, "shadows": shadows, "orientation_scale": orientation_scale}
-    extra = {"targets": targets, "keypoint_kinds": list(KEYPOINT_KINDS)}
+    extra = {"targets": targets, "keypoint_kinds": list(KEYPOINT_KINDS), "target_sources": TARGET_SOURCES}
     return Manifest(name, str(out_dir), items, list(SEMANTIC_CLASSES), params, extra)

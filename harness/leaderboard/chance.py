@@ -32,6 +32,12 @@ board's own record fields and per-sample ids, so a chance row needs nothing the 
   the cells gives the same expectation: angular error 45° (weighted and unweighted), within 15° 1/6, within 30°
   1/3.
 
+- surface normals (`probe3d-surface-normal`): a direction *drawn uniformly on the sphere* for every pixel. Its angle
+  θ to any true normal has CDF (1 − cos θ)/2 on [0°, 180°], symmetric about 90°: mean and median error 90°, within
+  t the share (1 − cos t)/2 (11.25°: 0.0096, 22.5°: 0.038, 30°: 0.067). A constant guess (the training mean
+  normal) usually scores far better on scenes with a ground plane: the run itself scores that prior and warns
+  when the head does not beat it (`harness.probes.dense.normals`).
+
 Others (mIoU, depth δ1, detection mAP, PCK, boundary F) depend on the label maps' geometry or class balance in
 ways the records do not carry, so their boards have no chance row; the protocol notes say what low means.
 """
@@ -49,7 +55,7 @@ from typing import Any
 @dataclass(frozen=True)
 class ChanceRow:
     predictor: str  # "uniform guess", "majority class", "random ranking", "coin flip", "independent prediction",
-    # "constant score", "uniform orientation"
+    # "constant score", "uniform orientation", "uniform direction"
     metrics: dict[str, float]  # only the board's metrics this predictor has an exact value for
 
 
@@ -72,6 +78,8 @@ def chance_rows(board: dict[str, Any], sample_ids: list[str] | None) -> list[Cha
         rows = _anomaly(names, sample_ids)
     elif family == "structure-tensor-orientation":
         rows = [ChanceRow("uniform orientation", ORIENTATION_CHANCE)]
+    elif family == "probe3d-surface-normal":
+        rows = [ChanceRow("uniform direction", NORMALS_CHANCE)]
     elif board["headline_metric"] == "pearson":
         rows = [ChanceRow("independent prediction", {"pearson": 0.0})]
     else:
@@ -117,6 +125,9 @@ def _anomaly(names: set[str], sample_ids: list[str] | None) -> list[ChanceRow]:
 # Δθ ~ U[0°, 90°]: its mean, and P(Δθ < t) = t / 90
 ORIENTATION_CHANCE = {"angular_error": 45.0, "mean_error_unweighted": 45.0, "within_15": 15.0 / 90.0,
                       "within_30": 30.0 / 90.0}
+# θ has CDF (1 − cos θ)/2 on [0°, 180°], symmetric about 90°
+NORMALS_CHANCE = {"mean_error": 90.0, "median_error": 90.0,
+                  **{f"within_{t}": (1.0 - math.cos(math.radians(t))) / 2.0 for t in (11.25, 22.5, 30.0)}}
 AUPRO_OF_A_CONSTANT_MAP = 0.15  # the PRO curve (0, 0)–(1, 1) integrated to FPR 0.3, divided by 0.3
 
 

@@ -36,7 +36,8 @@ from harness.runs.fewshot import UNIT_PARAM
 from harness.runs.records import Record
 
 ENVIRONMENT_FIELDS = (
-    "harness_version", "git_commit", "git_dirty", "python", "torch", "timm", "open_clip", "numpy", "device", "image",
+    "harness_version", "git_commit", "git_dirty", "python", "torch", "timm", "open_clip", "numpy", "opencv", "device",
+    "image",
 )
 
 
@@ -92,6 +93,10 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
         failure = record.failure
         lines += [f"Failed in phase {code(failure.phase)} with {code(failure.error_type)}:", "",
                   *_fenced(failure.message), ""]
+    if record.warnings:
+        lines += ['!!! warning "Warnings on this run"', ""]
+        for warning in record.warnings:  # each an indented paragraph of the admonition
+            lines += [f"    {cell(warning)}", ""]
     if record.metrics:
         lines += table(
             ["Metric", "Value [95% CI]", "Higher is better", "Tolerance"],
@@ -175,6 +180,9 @@ def _identities(record: Record) -> list[str]:
                                   ("size", dataset.size)])
         lines += ["", "Manifest parameters:", ""]
         lines += key_value_table(sorted(dataset.params.items()))
+        if dataset.target_sources:
+            lines += ["", "Where its targets came from:", ""]
+            lines += key_value_table(sorted(dataset.target_sources.items()))
         lines.append("")
     lines += ["### Per-sample scores", ""]
     samples = record.samples

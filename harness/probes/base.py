@@ -51,6 +51,9 @@ class ProbeResult:
     # metric -> the `harness.probes.resampled` statistic of the columns that reproduces it, with its argument
     # ("macro_f1:10"); every metric in the spec's `statistics` has one
     statistics: dict[str, str] = field(default_factory=dict)
+    # What a reader of the record must know to trust its numbers (one line each, naming the fix): the run is ok,
+    # its numbers are what ran, and the record carries these beside them.
+    warnings: list[str] = field(default_factory=list)
 
 
 def column_means(columns: Mapping[str, np.ndarray]) -> dict[str, float]:
@@ -151,10 +154,11 @@ class ProbeSpec:
 PROBES: Registry[ProbeSpec] = Registry("task", packages=("harness.probes",))
 
 
-def register_probe(spec: ProbeSpec) -> ProbeSpec:
-    # the module that defines the spec (our caller) is what the task's DVC stages depend on
-    caller = sys._getframe(1).f_globals.get("__name__")
-    PROBES.register(spec.name, module=caller)(lambda: spec)
+def register_probe(spec: ProbeSpec, module: str | None = None) -> ProbeSpec:
+    """Register `spec` under its name. The module that defines the task is what its DVC stages depend on:
+    `module`, or else our caller (a helper that registers for its callers, like `register_dense_probe`, passes
+    its own caller's)."""
+    PROBES.register(spec.name, module=module or sys._getframe(1).f_globals.get("__name__"))(lambda: spec)
     return spec
 
 

@@ -104,6 +104,7 @@ def environment_fingerprint(device: str | None = None, features_device: str | No
         timm=_version("timm"),
         open_clip=_version("open_clip_torch"),
         numpy=numpy.__version__,
+        opencv=_version("opencv-python-headless"),
         device=device_name(device),
         features_device=features_device,
         image=image_identity(),

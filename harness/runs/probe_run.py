@@ -11,6 +11,7 @@ failure never replaces what an earlier successful run left.
 from __future__ import annotations
 
 import math
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -244,6 +245,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         dataset_info = DatasetInfo(
             name=job.dataset, identity=dataset_identity, split=split,
             size=len(manifest.split(split)), params=manifest.params,
+            target_sources=manifest.extra.get("target_sources", {}),
         )
         if saved_head is None:
             result = spec.run(inputs)
@@ -259,9 +261,11 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         check_result(spec, result, headline)
         samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit,
                                              result.auxiliary, result.statistics)
-        metrics, status, failure = result.metrics, "ok", None
+        metrics, status, failure, warnings = result.metrics, "ok", None, list(result.warnings)
+        for warning in warnings:  # said where the run is watched, and kept in the record
+            print(f"warning: {job.task}@{job.backbone}: {warning}", file=sys.stderr)
     except Exception as error:
-        metrics, samples, status = {}, None, "failed"
+        metrics, samples, status, warnings = {}, None, "failed", []
         failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
         traceback.print_exc()
     record = Record(
@@ -278,6 +282,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         failure=failure,
         duration_s=round(time.monotonic() - started, 3),
         samples=samples,
+        warnings=warnings,
     )
     if status == "ok" and result.head is not None:
         train_split = probe_params.get(spec.train_split_param) if spec.train_split_param else None

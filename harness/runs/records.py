@@ -17,7 +17,8 @@ from harness.core.atomic import write_text_atomic
 
 # 2: per-sample scores (`samples`); version-1 records read with samples=None.
 # 3: `k_shot`, the few-shot training subset size; version-1/2 records read with k_shot=None (full split).
-SCHEMA_VERSION = 3
+# 4: `warnings`, `dataset.target_sources`, `environment.opencv`; older records read them empty / None.
+SCHEMA_VERSION = 4
 
 
 class RecordError(ValueError):
@@ -43,6 +44,9 @@ class DatasetInfo(_Strict):
     split: str
     size: int
     params: dict[str, Any] = Field(default_factory=dict)
+    # where each target the dataset holds came from (target name → source: rendered, a dataset's own files, a
+    # user's folder), as its prepare stage wrote it in the manifest; a normals board reads which normals it scored
+    target_sources: dict[str, str] = Field(default_factory=dict)
 
 
 class Environment(_Strict):
@@ -54,6 +58,7 @@ class Environment(_Strict):
     timm: str | None
     open_clip: str | None
     numpy: str
+    opencv: str | None = None  # opencv-python-headless (relative_pose, corners), where installed
     device: str  # what computed the run: `cpu:MODEL:KERNEL_FLAGS:Nthreads` or `cuda:MODEL:sm_XY:…` (core.devices)
     # what computed the features the run read, where that was not the CPU: `cuda:MODEL:…` from the extraction
     features_device: str | None = None
@@ -113,6 +118,8 @@ class Record(_Strict):
     # Few-shot runs: the probe trained on k items of the training split (per class or in all, as
     # protocol_params["k_shot_unit"] says), chosen with `seed`. None: the full training split.
     k_shot: int | None = Field(default=None, ge=1)
+    # what a reader must know to trust an ok run's numbers, one line each naming the fix (`ProbeResult.warnings`)
+    warnings: list[str] = Field(default_factory=list)
 
     @field_validator("schema_version")
     @classmethod
@@ -136,6 +143,8 @@ class Record(_Strict):
     def _k_shot_needs_version_3(self) -> Record:
         if self.k_shot is not None and self.schema_version < 3:
             raise ValueError(f"k_shot arrived in schema version 3; this record says {self.schema_version}")
+        if self.warnings and self.status != "ok":
+            raise ValueError("warnings belong to ok records; a failed record says what failed in `failure`")
         return self
 
     @property

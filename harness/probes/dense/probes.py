@@ -16,13 +16,13 @@ Device: the head trains and predicts on the run's device (`ProbeInputs.device`; 
 under the seed and moved there. What is read from the data (feature statistics, the prior) is summed on the
 CPU in float64, and predictions come back to the CPU (`.cpu()`) after the output activation, before the metrics.
 
-Losses and activations: depth predicts log-depth (activation exp, loss L1 in log space); normals
-predict a 3-vector (activation: normalise, loss 1 − cos); segmentation uses (binary) cross-entropy
+Losses and activations: depth predicts log-depth (activation exp, loss L1 in log space); surface normals are
+their own module (`normals`: the uncertainty-aware angular loss); segmentation uses (binary) cross-entropy
 and argmax / logit > 0; edges and occlusion edges regress with MSE on the raw output; keypoint
 responses (peak 1) go through a sigmoid, MSE on the result.
 
-The normals headline is `within_11.25`: higher is better like every other headline, and the coarse
-thresholds saturate once the flat ground plane is solved; mean/median error are reported beside it.
+A task with a `warn` check (normals) is also scored with its prior as a constant prediction, the image-blind
+baseline the head started from; the check compares the two and may add warnings to the record.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from harness.datasets.manifest import Manifest
 from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_of
-from harness.probes.base import PROBES, ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means
+from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head
@@ -65,6 +65,13 @@ class DenseTask:
     # the output bias that predicts the training split's prior: (target, valid, num_outputs) → summed
     # statistics per batch, and those sums → bias. None: PyTorch's default initialisation.
     prior: Prior | None = None
+    # (the head's metrics, its prior's as a constant prediction on the same images) → warnings for the record;
+    # needs `prior`. None: no check.
+    warn: Callable[[dict[str, float], dict[str, float]], list[str]] | None = None
+
+
+# a probe whose parameters choose between tasks (normals' loss) registers a choice: params → task
+TaskChoice: TypeAlias = Callable[[dict[str, Any]], DenseTask]
 
 
 @dataclass(frozen=True)
@@ -152,11 +159,6 @@ def _depth_loss(logits, target, valid):
     return (logits[:, 0] - log_gt).abs()[valid].mean()
 
 
-def _normals_loss(logits, target, valid):
-    cos = F.cosine_similarity(logits, target, dim=1, eps=1e-6)
-    return (1.0 - cos)[valid].mean()
-
-
 def _numpy(x: torch.Tensor) -> np.ndarray:
     # the one place a prediction leaves its device: the activation ran there, the metrics run on NumPy
     return x.detach().cpu().numpy()
@@ -165,10 +167,6 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
 DEPTH = DenseTask(
     "depth", T.encode_depth, lambda m: 1, _depth_loss,
     lambda z: _numpy(torch.exp(z[:, 0])), lambda p, t, v, k: M.depth_per_image(p, t, v), prior=MEAN_LOG_DEPTH)
-NORMALS = DenseTask(
-    "normals", T.encode_normals, lambda m: 3, _normals_loss,
-    lambda z: _numpy(F.normalize(z, dim=1, eps=1e-6)), lambda p, t, v, k: M.normals_per_image(p, t, v),
-    prior=MEAN_CHANNELS)
 GENERIC = DenseTask(
     "foreground", T.encode_labels, lambda m: 1,
     lambda z, t, v: F.binary_cross_entropy_with_logits(z[:, 0], t.float()),
@@ -231,14 +229,16 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
         lambda: build_head(p["head"], in_channels, out_channels, bias), train, task.loss, size=size,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
         layer_channels=layer_channels, device=inputs.device)
-    result = _score(task, inputs, trained.head, statistics, out_channels, load)
+    result = _score(task, inputs, trained.head, statistics, out_channels, load,
+                    prior_bias=bias if task.warn is not None else None)
     result.metrics["train_loss"] = trained.train_loss
     tensors = {f"head.{k}": v.detach().cpu().numpy().copy() for k, v in trained.head.state_dict().items()}
     tensors |= {"statistics.mean": np.asarray(statistics[0]), "statistics.std": np.asarray(statistics[1])}
     config = {"kind": p["head"], "in_channels": in_channels, "out_channels": out_channels, "target": target_name,
               "target_size": size, "layer_channels": list(layer_channels) if layer_channels else None,
               "classes": list(manifest.classes)}
-    return ProbeResult(result.metrics, result.sample_ids, result.samples, result.unit, ProbeHead(tensors, config))
+    return ProbeResult(result.metrics, result.sample_ids, result.samples, result.unit, ProbeHead(tensors, config),
+                       warnings=result.warnings)
 
 
 def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
@@ -265,9 +265,10 @@ def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> 
 
 
 def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels: int, load,
-           size: int | None = None, layer_channels=None) -> ProbeResult:
+           size: int | None = None, layer_channels=None, prior_bias: np.ndarray | None = None) -> ProbeResult:
     """Metrics and per-image columns of `head` on the eval split (one batch at a time): logits and activation on
-    the head's device, targets and metrics on the CPU."""
+    the head's device, targets and metrics on the CPU. With `prior_bias`, the prior predicted everywhere is
+    scored on the same images and `task.warn` adds its warnings to the result."""
     p, manifest = inputs.params, inputs.manifest
     size = int(p["target_size"]) if size is None else size
     layer_channels = p.get("layer_channels") if layer_channels is None else layer_channels
@@ -276,11 +277,16 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     accumulator = task.accumulator(manifest) if task.accumulator else None
     ids: list[str] = []
     parts: dict[str, list[np.ndarray]] = {}
+    blind: dict[str, list[np.ndarray]] = {}
     for batch in evaluation.batches():
         logits = predict_logits(head, batch.features, size=size, layer_channels=layer_channels)
         pred, target, valid = task.activate(logits), batch.target.numpy(), batch.valid.numpy()
         for name, column in task.per_image(pred, target, valid, out_channels).items():
             parts.setdefault(name, []).append(column)
+        if prior_bias is not None:
+            constant = torch.from_numpy(prior_bias)[None, :, None, None].expand(len(target), -1, size, size)
+            for name, column in task.per_image(task.activate(constant), target, valid, out_channels).items():
+                blind.setdefault(name, []).append(column)
         if accumulator is not None:
             accumulator.update(pred, target, valid)
         ids += [item.path for item in batch.items]
@@ -293,7 +299,11 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     ids = [i for i, keep in zip(ids, scored, strict=True) if keep]
     metrics = accumulator.result() if accumulator is not None else {}
     metrics |= column_means(columns)  # the column is the truth
-    return ProbeResult(metrics, ids, columns, unit="image")
+    warnings = []
+    if prior_bias is not None and task.warn is not None:
+        prior = {name: float(np.mean(np.concatenate(chunks)[scored])) for name, chunks in blind.items()}
+        warnings = task.warn(metrics, prior)
+    return ProbeResult(metrics, ids, columns, unit="image", warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -320,26 +330,37 @@ class DenseArrays(ArrayForm):
                         {"targets": entries}), rows
 
 
-def register_dense_probe(name: str, level: str, protocol: str, headline: str, task: DenseTask,
-                         lower: tuple[str, ...] = (), classes: bool = False) -> ProbeSpec:
-    """Register `task` as a probe run by `run_dense` (its params `DenseParams`); `lower`: metrics where lower is
-    better. Tasks defined in their own modules (orientation, intrinsic) register through this too."""
+def _fixed(task: DenseTask, params: dict[str, Any]) -> DenseTask:
+    return task
+
+
+def _run_chosen(choose: TaskChoice, inputs: ProbeInputs) -> ProbeResult:
+    return run_dense(choose(inputs.params), inputs)
+
+
+def _score_chosen(choose: TaskChoice, inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
+    return score_dense_head(choose(inputs.params), inputs, saved)
+
+
+def register_dense_probe(name: str, level: str, protocol: str, headline: str, task: DenseTask | TaskChoice,
+                         lower: tuple[str, ...] = (), classes: bool = False,
+                         params: type[DenseParams] = DenseParams) -> ProbeSpec:
+    """Register `task` (or a choice of task by the run's parameters, validated by `params`) as a probe run by
+    `run_dense`; `lower`: metrics where lower is better. Tasks defined in their own modules (normals,
+    orientation, intrinsic) register through this too, and their stages depend on that module."""
+    choose = partial(_fixed, task) if isinstance(task, DenseTask) else task
     # on arrays, targets are written as the first target name the task reads; `classes`: they are class indices
-    target = task.target if isinstance(task.target, str) else task.target[0]
+    default = choose({})
+    target = default.target if isinstance(default.target, str) else default.target[0]
     spec = ProbeSpec(
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
-        run=partial(run_dense, task), params=DenseParams, lower_is_better=frozenset({"train_loss", *lower}),
-        fit="squash", fewshot_unit="images", score_head=partial(score_dense_head, task), uses_device=True,
+        run=partial(_run_chosen, choose), params=params, lower_is_better=frozenset({"train_loss", *lower}),
+        fit="squash", fewshot_unit="images", score_head=partial(_score_chosen, choose), uses_device=True,
         arrays=DenseArrays(target, classes), folder_layout="dense_folder")
-    # the module that calls this (and defines the task) is what the task's DVC stages depend on, as
-    # `register_probe` records for its own caller
-    PROBES.register(name, module=sys._getframe(1).f_globals["__name__"])(lambda: spec)
-    return spec
+    return register_probe(spec, module=sys._getframe(1).f_globals["__name__"])
 
 
 DEPTH_PROBE = register_dense_probe("depth", "mid", "probe3d-depth/v2", "delta1", DEPTH, ("abs_rel", "rmse"))
-SURFACE_NORMAL_PROBE = register_dense_probe("surface_normal", "mid", "probe3d-surface-normal/v2", "within_11.25",
-                                            NORMALS, ("mean_error", "median_error"))
 GENERIC_SEGMENTATION_PROBE = register_dense_probe("generic_segmentation", "mid", "dense-binary-segmentation/v2",
                                                   "iou", GENERIC)
 SEMANTIC_SEGMENTATION_PROBE = register_dense_probe("semantic_segmentation", "high", "dense-semantic-segmentation/v2",
