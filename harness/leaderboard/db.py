@@ -68,7 +68,8 @@ CREATE TABLE records (
     curve_key VARCHAR,
     weights_kind VARCHAR,
     weights_sha VARCHAR,
-    git_commit VARCHAR
+    git_commit VARCHAR,
+    warnings INTEGER NOT NULL  -- how many warnings an ok run carries (Record.warnings; on its run page)
 );
 CREATE TABLE metrics (
     run_id VARCHAR NOT NULL,
@@ -188,6 +189,7 @@ def _record_row(record: Record) -> tuple[Any, ...]:
         weights.get("kind"),
         weights.get("file_sha256") or weights.get("state_sha256"),
         record.environment.git_commit,
+        len(record.warnings),
     )
 
 
@@ -254,7 +256,7 @@ ranked AS (
               AND p.headline_value IS NOT NULL AND p.sort_value < s.sort_value) AS better_count
     FROM scored s
 )
-SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers,
+SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers, warnings,
        coalesce(weights_kind = 'fixed-filter', false) AS baseline,
        layer_set(layers) AS layer_set,
        CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
@@ -275,7 +277,8 @@ WITH run_metrics AS (
     FROM metrics GROUP BY run_id
 )
 SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.baseline, b.layers,
-       b.layer_set, b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, run_metrics.metrics
+       b.layer_set, b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, b.warnings,
+       run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
 ORDER BY b.comparability_key, b.control AND NOT b.baseline, b.headline_value IS NULL, b.sort_value, b.backbone_name,
          layer_order(b.layers) NULLS FIRST, b.run_id

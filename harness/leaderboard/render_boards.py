@@ -91,7 +91,8 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
                      stats.groups.get(row["run_id"], MISSING),
                      *(other(row, n) for n in others),
-                     run_link({"run_id": row["run_id"], "task": board["task"]}, "../")])
+                     run_link({"run_id": row["run_id"], "task": board["task"]}, "../")
+                     + (f" ⚠ {count(row['warnings'], 'warning')}" if row["warnings"] else "")])
     chances = chance_rows(board, analysis.sample_ids(board))
     for chance in chances:
         rows.append(["chance", cell(f"chance: {chance.predictor}"), number(chance.metrics.get(headline)), MISSING,
@@ -108,6 +109,9 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
+    if any(row["warnings"] for row in board["rows"]):
+        lines += ["⚠: the run carries warnings (what a reader must know to trust its numbers, such as a head near "
+                  "chance): read them on its run page. Its numbers are what ran, and it stays on the board.", ""]
     return lines + overlap_versus_linear(board, analysis) + _adjacent_tests(board, stats) + _identity(board, stats)
 
 
