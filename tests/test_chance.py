@@ -152,3 +152,29 @@ def test_a_uniform_orientation_scores_its_expectation_on_the_probes_own_metric()
     assert row.predictor == "uniform orientation" and set(row.metrics) == set(names)
     for name in names:
         assert columns[name].mean() == pytest.approx(row.metrics[name], abs=0.01 * max(1.0, row.metrics[name]))
+
+
+def test_target_overlap_chance_is_the_recorded_expectation_of_random_neighbours():
+    """The random-neighbours row shows the runs' common `overlap_chance`; that value against Monte Carlo: k
+    neighbours drawn uniformly (without replacement) from the reference split, the overlap averaged over draws."""
+    from harness.probes.target_overlap import overlap_columns
+
+    rng = np.random.default_rng(0)
+    y_reference, y = rng.normal(size=(50, 3)) * [1.0, 2.0, 0.5], rng.normal(size=(8, 3)) + 0.5
+    scores, _ = overlap_columns(rng.normal(size=(50, 4)), y_reference, rng.normal(size=(8, 4)), y, k=5)
+    variance = np.var(y_reference, axis=0).sum()
+    draws = np.argsort(rng.random((20000, len(y), 50)), axis=2)[..., :5]  # k distinct reference images each
+    pairs = np.sum((y[None, :, None, :] - y_reference[draws]) ** 2, axis=3).mean(axis=2) / (2 * variance)
+    simulated = pairs.mean(axis=0)
+    spread = pairs.std(axis=0) / np.sqrt(len(pairs))
+    assert np.all(np.abs(simulated - scores["overlap_chance"]) < 5 * spread)
+
+    chance = float(scores["overlap_chance"].mean())
+    board = {"protocol": "knn-target-overlap/v1", "headline_metric": "overlap", "protocol_params": "{}",
+             "metrics": [{"metric": m} for m in ("overlap", "overlap_chance", "knn_r2")],
+             "rows": [{"metrics": {"overlap": v, "overlap_chance": chance, "knn_r2": 0.1}} for v in (0.3, 0.6)]}
+    (row,) = chance_rows(board, None)
+    assert row.predictor == "random neighbours" and row.metrics == {"overlap": chance, "overlap_chance": chance}
+    board["rows"][1]["metrics"]["overlap_chance"] = chance + 0.01  # runs that disagree on it: no row
+    assert chance_rows(board, None) == []
+    assert chance_rows({**board, "rows": []}, None) == []

@@ -221,7 +221,7 @@ def test_registered_probes():
         "semantic_segmentation", "edge", "keypoints2d", "occlusion_edge", "similarity",
         "detection", "edge_bsds", "finetune_classification", "counting", "illuminant", "relative_depth",
         "anomaly_knn", "anomaly_gaussian", "class_overlap", "head_family", "orientation", "albedo", "shading",
-        "instance_segmentation", "relative_pose", "corners"}
+        "instance_segmentation", "relative_pose", "corners", "target_overlap"}
     assert get_probe("correspondence").higher_is_better({"pck@8": 1, "mean_error_px": 2}) == {
         "pck@8": True, "mean_error_px": False}
 

@@ -27,6 +27,10 @@ board's own record fields and per-sample ids, so a chance row needs nothing the 
   1 (reaching 95% of the defects flags every good image) and AUPRO 0.15 (the PRO curve is the straight line
   from (0, 0) to (1, 1), and its area to FPR 0.3, divided by 0.3, is 0.3/2). A test image's class is the parent
   folder of its id (`test/<type>/…`), `good` the defect-free one.
+- target overlap (`knn-target-overlap`): *random neighbours*, k drawn uniformly from the reference split for every
+  image. Each neighbour is then a uniform draw, so an image's expected overlap is (‖y − μ‖² + σ²)/(2σ²) whatever
+  k: the probe records it per image as `overlap_chance`, which depends on the targets alone, so every run of a
+  board records the same value and the row shows it (no row where the board's runs disagree on it, or lack it).
 - texture orientation (`structure-tensor-orientation`): an orientation *drawn uniformly at random* for every
   cell, independent of the image. Its error Δθ is uniform on [0°, 90°] whatever the truth, so every weighting of
   the cells gives the same expectation: angular error 45° (weighted and unweighted), within 15° 1/6, within 30°
@@ -55,7 +59,7 @@ from typing import Any
 @dataclass(frozen=True)
 class ChanceRow:
     predictor: str  # "uniform guess", "majority class", "random ranking", "coin flip", "independent prediction",
-    # "constant score", "uniform orientation", "uniform direction"
+    # "constant score", "uniform orientation", "uniform direction", "random neighbours"
     metrics: dict[str, float]  # only the board's metrics this predictor has an exact value for
 
 
@@ -80,6 +84,8 @@ def chance_rows(board: dict[str, Any], sample_ids: list[str] | None) -> list[Cha
         rows = [ChanceRow("uniform orientation", ORIENTATION_CHANCE)]
     elif family == "probe3d-surface-normal":
         rows = [ChanceRow("uniform direction", NORMALS_CHANCE)]
+    elif family == "knn-target-overlap":
+        rows = _target_overlap(board)
     elif board["headline_metric"] == "pearson":
         rows = [ChanceRow("independent prediction", {"pearson": 0.0})]
     else:
@@ -120,6 +126,17 @@ def _anomaly(names: set[str], sample_ids: list[str] | None) -> list[ChanceRow]:
                "pixel_auroc": 0.5, "aupro": AUPRO_OF_A_CONSTANT_MAP}
     metrics |= {name: 0.5 for name in names if name.startswith("auroc_")}
     return [ChanceRow("constant score", metrics)]
+
+
+TARGET_OVERLAP_CHANCE = "overlap_chance"  # the metric in which `knn-target-overlap` records its chance value
+
+
+def _target_overlap(board: dict[str, Any]) -> list[ChanceRow]:
+    """The runs' common recorded `overlap_chance` (a function of the targets alone) as the headline's chance value."""
+    values = [row["metrics"].get(TARGET_OVERLAP_CHANCE) for row in board.get("rows", [])]
+    if not values or any(v is None for v in values) or max(values) - min(values) > 1e-9 * max(1.0, abs(values[0])):
+        return []
+    return [ChanceRow("random neighbours", {"overlap": values[0], TARGET_OVERLAP_CHANCE: values[0]})]
 
 
 # Δθ ~ U[0°, 90°]: its mean, and P(Δθ < t) = t / 90

@@ -13,10 +13,10 @@ import duckdb
 
 from harness.leaderboard.db import fetch
 
-# Protocol families that diagnose features rather than measure a task (neighbourhood overlap, a sweep of heads
-# over one task's data): their boards are on their task pages but in no cross-task column, or the classification
-# datasets they re-read would weigh several times in a row's mean.
-DIAGNOSTIC_FAMILIES = ("knn-class-overlap", "head-family-sweep")
+# Protocol families that diagnose features rather than measure a task (neighbourhood overlap of classes or of a
+# continuous target, a sweep of heads over one task's data): their boards are on their task pages but in no
+# cross-task column, or the datasets they re-read would weigh several times in a row's mean.
+DIAGNOSTIC_FAMILIES = ("knn-class-overlap", "knn-target-overlap", "head-family-sweep")
 _TASK_BOARDS = ("comparability_key NOT IN (SELECT comparability_key FROM records WHERE split_part(protocol, '/', 1) "
                 f"IN ({', '.join(repr(f) for f in DIAGNOSTIC_FAMILIES)}))")
 

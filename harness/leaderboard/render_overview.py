@@ -88,8 +88,9 @@ def render_index(
             "best, red worst among the pretrained rows; grey: a random-init control, blue: a fixed-filter "
             "baseline); hover for the rank and tie group, "
             "click for the board with its intervals. Click a column head to sort; choose a level or dataset "
-            f"to narrow the boards. {NO_AGGREGATE}: no result. Diagnostics (class overlap, the head-family "
-            "sweep) re-read a task's data to explain its numbers, so their boards are on their task pages only.",
+            f"to narrow the boards. {NO_AGGREGATE}: no result. Diagnostics (class and target overlap, the "
+            "head-family sweep) re-read a task's data to explain its numbers, so their boards are on their task "
+            "pages only.",
             "",
         ]
     lines += render_crosstask(analysis)
