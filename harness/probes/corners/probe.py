@@ -38,7 +38,7 @@ from harness.datasets.manifest import Item, Manifest
 from harness.datasets.scene_corners import local_maxima, thin
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.corners.matching import ViewPair, detection_score, repeatability
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.targets import load_target
@@ -84,11 +84,6 @@ def detect_corners(probability: np.ndarray, image_size: int, score_threshold: fl
     return points[kept[:max_corners]].astype(np.float64).reshape(-1, 2)
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return float(np.log(p / (1 - p)))
-
-
 def _corner_points(manifest: Manifest, item: Item) -> np.ndarray:
     return np.asarray(load_target(manifest, item, CORNERS), dtype=np.float64).reshape(-1, 3)[:, :2]
 
@@ -119,7 +114,7 @@ def run_corners(inputs: ProbeInputs) -> ProbeResult:
     train.statistics = statistics
     in_channels = list(p.layer_channels) if p.layer_channels else [len(statistics[0])]
     trained = train_head(
-        lambda: build_head(p.head, in_channels, 1, [_logit(prior)]), train, _heatmap_loss, size=size,
+        lambda: build_head(p.head, in_channels, 1, [logit(prior)]), train, _heatmap_loss, size=size,
         epochs=p.epochs, lr=p.lr, weight_decay=p.weight_decay, seed=inputs.seed, layer_channels=p.layer_channels,
         device=inputs.device)
 

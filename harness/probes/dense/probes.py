@@ -42,7 +42,7 @@ from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_o
 from harness.probes.base import PROBES, ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.train import predict_logits, train_head
@@ -87,11 +87,6 @@ def _mean(sums: np.ndarray) -> np.ndarray:
     return sums[:-1] / max(sums[-1], 1.0)
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
-
-
 def _class_counts(target: torch.Tensor, valid: torch.Tensor, k: int) -> np.ndarray:
     return torch.bincount(target[valid].reshape(-1), minlength=k)[:k].double().numpy()
 
@@ -99,7 +94,7 @@ def _class_counts(target: torch.Tensor, valid: torch.Tensor, k: int) -> np.ndarr
 MEAN_LOG_DEPTH = Prior(lambda t, v, k: _valid_mean_sums(torch.log(t.clamp_min(1e-6))[:, None], v), _mean)
 MEAN_CHANNELS = Prior(lambda t, v, k: _valid_mean_sums(t, v), _mean)  # each channel of a (C, S, S) target
 MEAN_VALUE = Prior(lambda t, v, k: _valid_mean_sums(t[:, None], v), _mean)
-LOGIT_OF_MEAN = Prior(lambda t, v, k: _valid_mean_sums(t[:, None].float(), v), lambda s: _logit(_mean(s)))
+LOGIT_OF_MEAN = Prior(lambda t, v, k: _valid_mean_sums(t[:, None].float(), v), lambda s: logit(_mean(s)))
 LOG_CLASS_FREQUENCY = Prior(_class_counts, lambda c: np.log((c + 1.0) / (c.sum() + len(c))))  # add-one
 
 

@@ -38,7 +38,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from harness.datasets.manifest import Item
 from harness.probes import resampled
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream, channel_statistics
 from harness.probes.dense.targets import load_target
@@ -72,11 +72,6 @@ class InstanceParams(DenseParams):
         return self
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return float(np.log(p / (1 - p)))
-
-
 def _foreground_iou(predicted: np.ndarray, truth: np.ndarray) -> float:
     union = np.logical_or(predicted, truth).sum()
     return float(np.logical_and(predicted, truth).sum() / union) if union else 1.0
@@ -106,7 +101,7 @@ def run_instance_segmentation(inputs: ProbeInputs) -> ProbeResult:
     statistics = channel_statistics(train)
     train.statistics = statistics
     in_channels = list(p.layer_channels) if p.layer_channels else [len(statistics[0])]
-    bias = [_logit(foreground / pixels)] + [0.0] * p.embedding_dim
+    bias = [logit(foreground / pixels)] + [0.0] * p.embedding_dim
     trained = train_head(
         lambda: build_head(p.head, in_channels, 1 + p.embedding_dim, bias), train,
         partial(instance_loss, slots=slots, delta_v=p.delta_v, delta_d=p.delta_d), size=size, epochs=p.epochs,
