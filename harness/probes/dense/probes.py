@@ -44,8 +44,8 @@ from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
-from harness.probes.dense.streaming import DenseStream, channel_statistics
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.streaming import DenseStream
+from harness.probes.dense.train import predict_logits, train_dense_head
 
 
 class Accumulator(Protocol):
@@ -216,16 +216,14 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
     manifest, size = inputs.manifest, int(p["target_size"])
     layer_channels = p.get("layer_channels")
     load, target_name = _target_loader(task, manifest, size)
-    train = DenseStream(manifest.split(p["train_split"]), inputs.features, int(p["batch_size"]), load)
-    statistics = channel_statistics(train)
-    train.statistics = statistics
-    in_channels = list(layer_channels) if layer_channels else [len(statistics[0])]
     out_channels = task.out_channels(manifest)
-    bias = _prior_bias(task, train, out_channels)
-    trained = train_head(
-        lambda: build_head(p["head"], in_channels, out_channels, bias), train, task.loss, size=size,
-        epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels, device=inputs.device)
+    trained = train_dense_head(
+        manifest.split(p["train_split"]), inputs.features, load,
+        lambda in_channels, bias: build_head(p["head"], in_channels, out_channels, bias), task.loss,
+        batch_size=int(p["batch_size"]), size=size, epochs=int(p["epochs"]), lr=float(p["lr"]),
+        weight_decay=float(p["weight_decay"]), seed=inputs.seed, layer_channels=layer_channels, device=inputs.device,
+        output_bias=lambda train: _prior_bias(task, train, out_channels))
+    statistics, in_channels = trained.statistics, trained.in_channels
     result = _score(task, inputs, trained.head, statistics, out_channels, load)
     result.metrics["train_loss"] = trained.train_loss
     tensors = {f"head.{k}": v.detach().cpu().numpy().copy() for k, v in trained.head.state_dict().items()}
