@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.codedeps import code_closure
-from harness.pipeline.fingerprints import role_file
+from harness.pipeline.fingerprints import role_file, statistic_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_KINDS = ("prepare", "extract", "probe", "collect", "site")
@@ -91,3 +91,16 @@ def test_every_module_a_stage_loads_is_in_its_fingerprinted_closure(tmp_path):
     # prepare: the three datasets; extract: three; probes: three (twice where the features moved); collect, site
     assert set(seen) == set(ENTRY_KINDS), seen
     assert seen["probe"] in (3, 6) and seen["prepare"] == 3, seen
+
+
+def test_statistic_modules_are_found_from_any_working_directory(tmp_path, monkeypatch):
+    """The site's fingerprint names the statistics modules by the package's own location, not the working
+    directory's: from an empty folder the list is the same, every module there, project-relative."""
+    import harness.probes.statistics
+
+    folder = Path(harness.probes.statistics.__file__).resolve().parent
+    expected = sorted(f"harness/probes/statistics/{p.name}" for p in folder.glob("*.py"))
+    monkeypatch.chdir(ROOT)
+    assert statistic_modules() == expected and "harness/probes/statistics/instances.py" in expected
+    monkeypatch.chdir(tmp_path)
+    assert statistic_modules() == expected

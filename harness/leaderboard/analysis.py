@@ -23,7 +23,6 @@ import duckdb
 import numpy as np
 
 from harness.leaderboard import db, db_crosstask, db_samples
-from harness.leaderboard.db_crosstask import DIAGNOSTIC_FAMILIES
 from harness.leaderboard.statistics import (
     ALPHA,
     MIN_CORRELATION_N,
@@ -183,8 +182,9 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
         for board in boards
         for key in [board["comparability_key"]]
     }
-    columns = [b for b in boards if any(row["rank"] is not None for row in b["rows"])
-               and b["protocol"].split("/")[0] not in DIAGNOSTIC_FAMILIES]
+    # the boards' order, filtered by db_crosstask's rule (tasks' boards with a ranked row; no diagnostics)
+    task_columns = set(db_crosstask.column_keys(con))
+    columns = [b for b in boards if b["comparability_key"] in task_columns]
     cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
     return Analysis(boards, stats, intervals, columns, cells, _rows(con), _agreement(columns, cells), samples)
 

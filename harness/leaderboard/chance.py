@@ -94,10 +94,16 @@ def chance_rows(board: dict[str, Any], sample_ids: list[str] | None) -> list[Cha
     return [r for r in rows if board["headline_metric"] in r.metrics]
 
 
+def sample_class(sample_id: str) -> str:
+    """The class a per-sample id names by its parent folder (`<class>/<image>`, the layout every class-folder
+    dataset writes); "" where the id has no folder."""
+    return PurePosixPath(sample_id).parent.name
+
+
 def _labels(sample_ids: list[str] | None) -> list[str] | None:
     if not sample_ids:
         return None
-    labels = [PurePosixPath(sample_id).parent.name for sample_id in sample_ids]
+    labels = [sample_class(sample_id) for sample_id in sample_ids]
     return None if any(not label for label in labels) else labels
 
 

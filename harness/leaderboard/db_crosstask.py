@@ -51,6 +51,12 @@ GROUP BY backbone_name, layers
 """
 
 
+def column_keys(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The cross-task table's boards (comparability keys, in key order): the one place that says which boards are
+    columns, so the table's cells, its rows' coverage and the site's column list agree."""
+    return [row["comparability_key"] for row in fetch(con, f"{_COLUMNS_CTE} ORDER BY comparability_key")]
+
+
 def board_cells(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Every (board, backbone, layer set) cell, with its run, rank, headline and normalised rank."""
     return fetch(con, f"{CELLS_CTE} ORDER BY comparability_key, backbone_name, layer_order(layers) NULLS FIRST")

@@ -9,12 +9,12 @@ without training, one through a trained hyperplane.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from harness.leaderboard.analysis import Analysis, RunSamples
+from harness.leaderboard.chance import sample_class
 from harness.leaderboard.markdown import backbone_link, board_link, cell, number, table
 from harness.leaderboard.statistics import average_ranks, kendall_tau_b
 from harness.probes.class_overlap import NEIGHBOURS, pairwise, per_class
@@ -85,7 +85,7 @@ def class_names(samples: RunSamples) -> dict[int, str]:
     labels = samples.auxiliary[LABEL].astype(np.int64)
     names = {}
     for sample_id, label in zip(samples.ids, labels, strict=True):
-        names.setdefault(int(label), PurePosixPath(sample_id).parent.name or str(label))
+        names.setdefault(int(label), sample_class(sample_id) or str(label))
     return names
 
 

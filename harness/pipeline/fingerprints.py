@@ -21,13 +21,14 @@ from pathlib import Path
 from harness.core import paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import Params
+from harness.core.registry import PACKAGE_ROOT
 from harness.pipeline import topology
 from harness.pipeline.codedeps import code_closure
 
 FOLDER = Path("codedeps")
 ENTRY = {kind: f"harness/stages/{kind}.py" for kind in ("prepare", "extract", "probe", "collect", "site")}
 STAGE = paths.CODE_STAGE  # the stage that writes them
-STATISTICS_PACKAGE = Path("harness/probes/statistics")
+STATISTICS_PACKAGE = PACKAGE_ROOT / "probes" / "statistics"  # where the package is, whatever the working directory
 
 
 def _slug(code: str) -> str:
@@ -69,8 +70,10 @@ def roles(params: Params) -> dict[str, list[str]]:
 
 
 def statistic_modules() -> list[str]:
-    """The modules of `harness.probes.statistics` (where probe families register resampled statistics)."""
-    return sorted(p.as_posix() for p in STATISTICS_PACKAGE.glob("*.py"))
+    """The modules of `harness.probes.statistics` (where probe families register resampled statistics), found
+    beside the imported package and named project-relative (`harness/probes/statistics/…`, as `module_path`
+    names modules)."""
+    return sorted((Path("harness") / p.relative_to(PACKAGE_ROOT)).as_posix() for p in STATISTICS_PACKAGE.glob("*.py"))
 
 
 def fingerprint(entries: list[str], root: Path = Path(".")) -> str:

@@ -59,6 +59,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.probes.base import Layers, ProbeInputs, ProbeParams, ProbeResult, ProbeSpec, column_means, register_probe
+from harness.probes.camera import carry, normalised
 from harness.probes.correspondence import match_pair
 from harness.probes.dense.targets import load_target
 
@@ -156,14 +157,6 @@ def _opencv_deterministic(seed: int) -> Iterator[None]:
         cv2.setNumThreads(threads)  # leave the process as it was (tests, and other probes, share it)
 
 
-def _normalised(points_xy: np.ndarray, camera_matrix: np.ndarray) -> np.ndarray:
-    """K⁻¹ · (x, y, 1), as (N, 2): the matches in each view's own normalised camera coordinates."""
-    k = np.asarray(camera_matrix, dtype=np.float64)
-    x = (points_xy[:, 0] - k[0, 2] - k[0, 1] * (points_xy[:, 1] - k[1, 2]) / k[1, 1]) / k[0, 0]
-    y = (points_xy[:, 1] - k[1, 2]) / k[1, 1]
-    return np.ascontiguousarray(np.stack([x, y], axis=-1))
-
-
 def estimate_pose(points0: np.ndarray, points1: np.ndarray, k0: np.ndarray, k1: np.ndarray, threshold_px: float,
                   seed: int, max_iterations: int = 1000,
                   method: str = "magsac") -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -175,7 +168,7 @@ def estimate_pose(points0: np.ndarray, points1: np.ndarray, k0: np.ndarray, k1: 
 
     if len(points0) < MIN_MATCHES:
         return None
-    n0, n1 = _normalised(points0, k0), _normalised(points1, k1)
+    n0, n1 = normalised(points0, k0), normalised(points1, k1)  # each view's normalised camera coordinates
     focal = float(np.mean([k0[0][0], k0[1][1], k1[0][0], k1[1][1]]))
     identity = np.eye(3)
     with _opencv_deterministic(seed):
@@ -211,13 +204,7 @@ def oracle_matches(depth0: np.ndarray, depth1: np.ndarray, pair: dict, grid0: tu
     h0, w0 = depth0.shape
     z0 = depth0[np.minimum((centres[:, 1] * h0 / size).astype(int), h0 - 1),
                 np.minimum((centres[:, 0] * w0 / size).astype(int), w0 - 1)].astype(np.float64)
-    rays = _normalised(centres, k0)
-    points0 = np.stack([rays[:, 0] * z0, rays[:, 1] * z0, z0])
-    points1 = rotation @ points0 + translation[:, None]
-    z1 = points1[2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x1 = (k1[0, 0] * points1[0] + k1[0, 1] * points1[1]) / z1 + k1[0, 2]
-        y1 = k1[1, 1] * points1[1] / z1 + k1[1, 2]
+    x1, y1, z1 = carry(centres, z0, k0, rotation, translation, k1)
     inside = (z0 > 0) & (z1 > 0) & (x1 >= 0) & (x1 < size) & (y1 >= 0) & (y1 < size)
     h1, w1 = depth1.shape
     seen = np.zeros_like(z1)

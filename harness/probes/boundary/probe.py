@@ -44,9 +44,9 @@ from harness.probes.boundary.metrics import summarise
 from harness.probes.boundary.nms import edge_nms
 from harness.probes.dense.heads import build_head
 from harness.probes.dense.params import HeadTrainingParams, Split
-from harness.probes.dense.streaming import DenseStream, channel_statistics
+from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.targets import encode_edge_magnitude, load_target
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.train import predict_logits, train_dense_head
 from harness.probes.resampled import count_columns
 
 
@@ -103,15 +103,12 @@ def run_boundary(inputs: ProbeInputs) -> ProbeResult:
     if not train_items or not eval_items:
         raise ValueError(f"dataset {manifest.name}: no items in train_splits {p['train_splits']} "
                          f"or eval_split {p['eval_split']!r}")
-    train = DenseStream(train_items, inputs.features, int(p["batch_size"]), load)
-    train.statistics = channel_statistics(train)
-    in_channels = list(layer_channels) if layer_channels else [len(train.statistics[0])]
-    bias = [_logit_of_mean_target(train)]
-    trained = train_head(
-        lambda: build_head(p["head"], in_channels, 1, bias), train, _bce_on_soft_target, size=size,
-        epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels, device=inputs.device)
-    evaluation = DenseStream(eval_items, inputs.features, int(p["batch_size"]), statistics=train.statistics)
+    trained = train_dense_head(
+        train_items, inputs.features, load, lambda in_channels, bias: build_head(p["head"], in_channels, 1, bias),
+        _bce_on_soft_target, batch_size=int(p["batch_size"]), size=size, epochs=int(p["epochs"]), lr=float(p["lr"]),
+        weight_decay=float(p["weight_decay"]), seed=inputs.seed, layer_channels=layer_channels, device=inputs.device,
+        output_bias=lambda train: [_logit_of_mean_target(train)])
+    evaluation = DenseStream(eval_items, inputs.features, int(p["batch_size"]), statistics=trained.statistics)
     counts = []
     for batch in evaluation.batches():
         # to the CPU: upsampling to native size, NMS and matching are host work on NumPy, per image

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.probes.camera import carry
 from harness.probes.relative_pose import OCCLUSION_SLACK
 
 
@@ -103,15 +104,7 @@ def transfer(points: np.ndarray, views: ViewPair) -> tuple[np.ndarray, np.ndarra
     that a pixel with no surface (sky behind a silhouette corner) hides nothing)."""
     points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     z0 = _corner_depth(views.depth0, points, views.size)
-    k0, k1 = views.k0, views.k1
-    y = (points[:, 1] - k0[1, 2]) / k0[1, 1]
-    x = (points[:, 0] - k0[0, 2] - k0[0, 1] * y) / k0[0, 0]
-    lifted = np.stack([x * z0, y * z0, z0])
-    moved = views.rotation @ lifted + views.translation[:, None]
-    z1 = moved[2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x1 = (k1[0, 0] * moved[0] + k1[0, 1] * moved[1]) / z1 + k1[0, 2]
-        y1 = k1[1, 1] * moved[1] / z1 + k1[1, 2]
+    x1, y1, z1 = carry(points, z0, views.k0, views.rotation, views.translation, views.k1)
     size = views.size
     inside = (z0 > 0) & (z1 > 0) & (x1 >= 0) & (x1 < size) & (y1 >= 0) & (y1 < size)
     height, width = views.depth1.shape

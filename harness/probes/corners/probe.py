@@ -38,11 +38,11 @@ from harness.datasets.manifest import Item, Manifest
 from harness.datasets.scene_corners import local_maxima, thin
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.corners.matching import ViewPair, detection_score, repeatability
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
-from harness.probes.dense.streaming import DenseStream, channel_statistics
+from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.targets import load_target
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.train import predict_logits, train_dense_head
 
 PROTOCOL = "corner-heatmap/v1"
 CORNERS = "corners"  # each view's (N, 3) [x, y, kind] corners (harness.datasets.scene_corners)
@@ -84,11 +84,6 @@ def detect_corners(probability: np.ndarray, image_size: int, score_threshold: fl
     return points[kept[:max_corners]].astype(np.float64).reshape(-1, 2)
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return float(np.log(p / (1 - p)))
-
-
 def _corner_points(manifest: Manifest, item: Item) -> np.ndarray:
     return np.asarray(load_target(manifest, item, CORNERS), dtype=np.float64).reshape(-1, 3)[:, :2]
 
@@ -114,17 +109,13 @@ def run_corners(inputs: ProbeInputs) -> ProbeResult:
         return heatmap, np.ones(heatmap.shape, dtype=bool)
 
     prior = float(np.mean([load(item)[0].mean() for item in train_items]))  # one CPU pass: the bias's prior
-    train = DenseStream(train_items, inputs.features, p.batch_size, load)
-    statistics = channel_statistics(train)
-    train.statistics = statistics
-    in_channels = list(p.layer_channels) if p.layer_channels else [len(statistics[0])]
-    trained = train_head(
-        lambda: build_head(p.head, in_channels, 1, [_logit(prior)]), train, _heatmap_loss, size=size,
-        epochs=p.epochs, lr=p.lr, weight_decay=p.weight_decay, seed=inputs.seed, layer_channels=p.layer_channels,
-        device=inputs.device)
+    trained = train_dense_head(
+        train_items, inputs.features, load, lambda in_channels, _: build_head(p.head, in_channels, 1, [logit(prior)]),
+        _heatmap_loss, batch_size=p.batch_size, size=size, epochs=p.epochs, lr=p.lr, weight_decay=p.weight_decay,
+        seed=inputs.seed, layer_channels=p.layer_channels, device=inputs.device)
 
     detections: dict[str, np.ndarray] = {}
-    for batch in DenseStream(eval_items, inputs.features, p.batch_size, None, statistics).batches():
+    for batch in DenseStream(eval_items, inputs.features, p.batch_size, None, trained.statistics).batches():
         logits = predict_logits(trained.head, batch.features, size=size, layer_channels=p.layer_channels)
         probability = torch.sigmoid(logits[:, 0]).cpu().numpy()  # decoded on the CPU: NMS is sequential host work
         for item, heatmap in zip(batch.items, probability, strict=True):

@@ -13,7 +13,9 @@ treated as one layer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -90,6 +92,19 @@ class DPTHead(nn.Module):
 
 
 HEADS = {"linear": LinearHead, "dpt": DPTHead}
+
+
+@overload
+def logit(p: float) -> float: ...
+@overload
+def logit(p: np.ndarray) -> np.ndarray: ...
+def logit(p: float | np.ndarray) -> float | np.ndarray:
+    """log(p / (1 − p)) with p clamped to [1e-4, 1 − 1e-4]: the output bias at which a sigmoid head starts at a
+    training split's prior share `p` (the clamp keeps an empty or full split's bias finite). A float for a number,
+    an array for an array."""
+    p = np.clip(p, 1e-4, 1 - 1e-4)
+    value = np.log(p / (1 - p))
+    return float(value) if np.ndim(value) == 0 else value
 
 
 def build_head(

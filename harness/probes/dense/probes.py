@@ -42,10 +42,10 @@ from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_o
 from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
-from harness.probes.dense.streaming import DenseStream, channel_statistics
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.streaming import DenseStream
+from harness.probes.dense.train import predict_logits, train_dense_head
 
 
 class Accumulator(Protocol):
@@ -94,11 +94,6 @@ def _mean(sums: np.ndarray) -> np.ndarray:
     return sums[:-1] / max(sums[-1], 1.0)
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
-
-
 def _class_counts(target: torch.Tensor, valid: torch.Tensor, k: int) -> np.ndarray:
     return torch.bincount(target[valid].reshape(-1), minlength=k)[:k].double().numpy()
 
@@ -106,7 +101,7 @@ def _class_counts(target: torch.Tensor, valid: torch.Tensor, k: int) -> np.ndarr
 MEAN_LOG_DEPTH = Prior(lambda t, v, k: _valid_mean_sums(torch.log(t.clamp_min(1e-6))[:, None], v), _mean)
 MEAN_CHANNELS = Prior(lambda t, v, k: _valid_mean_sums(t, v), _mean)  # each channel of a (C, S, S) target
 MEAN_VALUE = Prior(lambda t, v, k: _valid_mean_sums(t[:, None], v), _mean)
-LOGIT_OF_MEAN = Prior(lambda t, v, k: _valid_mean_sums(t[:, None].float(), v), lambda s: _logit(_mean(s)))
+LOGIT_OF_MEAN = Prior(lambda t, v, k: _valid_mean_sums(t[:, None].float(), v), lambda s: logit(_mean(s)))
 LOG_CLASS_FREQUENCY = Prior(_class_counts, lambda c: np.log((c + 1.0) / (c.sum() + len(c))))  # add-one
 
 
@@ -219,18 +214,16 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
     manifest, size = inputs.manifest, int(p["target_size"])
     layer_channels = p.get("layer_channels")
     load, target_name = _target_loader(task, manifest, size)
-    train = DenseStream(manifest.split(p["train_split"]), inputs.features, int(p["batch_size"]), load)
-    statistics = channel_statistics(train)
-    train.statistics = statistics
-    in_channels = list(layer_channels) if layer_channels else [len(statistics[0])]
     out_channels = task.out_channels(manifest)
-    bias = _prior_bias(task, train, out_channels)
-    trained = train_head(
-        lambda: build_head(p["head"], in_channels, out_channels, bias), train, task.loss, size=size,
-        epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
-        layer_channels=layer_channels, device=inputs.device)
+    trained = train_dense_head(
+        manifest.split(p["train_split"]), inputs.features, load,
+        lambda in_channels, bias: build_head(p["head"], in_channels, out_channels, bias), task.loss,
+        batch_size=int(p["batch_size"]), size=size, epochs=int(p["epochs"]), lr=float(p["lr"]),
+        weight_decay=float(p["weight_decay"]), seed=inputs.seed, layer_channels=layer_channels, device=inputs.device,
+        output_bias=lambda train: _prior_bias(task, train, out_channels))
+    statistics, in_channels = trained.statistics, trained.in_channels
     result = _score(task, inputs, trained.head, statistics, out_channels, load,
-                    prior_bias=bias if task.warn is not None else None)
+                    prior_bias=trained.bias if task.warn is not None else None)
     result.metrics["train_loss"] = trained.train_loss
     tensors = {f"head.{k}": v.detach().cpu().numpy().copy() for k, v in trained.head.state_dict().items()}
     tensors |= {"statistics.mean": np.asarray(statistics[0]), "statistics.std": np.asarray(statistics[1])}

@@ -7,6 +7,9 @@ it trains with one torch thread (restored afterwards), so the result does not de
 count: `verify` compares at zero tolerance. `train_loss` is the mean batch loss of the last epoch, weighted by
 batch size.
 
+`train_dense_head` is the preamble every dense-feature head probe shares: standardise the training split with its
+own per-channel statistics, then build and train the head on it.
+
 The per-batch work (`train_step`: forward, loss, backward, optimiser step), an epoch of it (`train_epoch`) and
 the prediction forward (`predict_logits`) convert nothing to Python numbers or NumPy: they run on any device, the
 `meta` device included, which is how tests without a GPU check that no tensor is created on the wrong one. The
@@ -18,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
+from harness.datasets.manifest import Item
 from harness.probes.dense.heads import split_layers
-from harness.probes.dense.streaming import Batch, DenseStream, to_device
+from harness.probes.dense.streaming import Batch, DenseStream, TargetLoader, channel_statistics, to_device
 
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, target, valid) -> scalar
 
@@ -113,6 +119,43 @@ def train_head(
                                        layer_channels=layer_channels)
             epoch_loss = float(total) / count
         return TrainedHead(head.eval(), epoch_loss)
+
+
+@dataclass(frozen=True)
+class DenseTraining:
+    """What `train_dense_head` leaves for scoring and saving: the trained head (on the device it trained on), the
+    last epoch's mean loss, the training split's per-channel (mean, std) that the eval features are standardised
+    with, the per-layer input channels and the output bias the head was built with."""
+
+    head: nn.Module
+    train_loss: float
+    statistics: tuple[np.ndarray, np.ndarray]
+    in_channels: list[int]
+    bias: Any = None  # the output bias the head was built with (`output_bias`'s; None: PyTorch's default)
+
+
+def train_dense_head(
+    items: Sequence[Item], features: Callable[[Item], np.ndarray], load: TargetLoader,
+    build: Callable[[list[int], Any], nn.Module], loss: Loss, *, batch_size: int, size: int, epochs: int, lr: float,
+    weight_decay: float, seed: int, layer_channels: Sequence[int] | None = None, device: torch.device | str = "cpu",
+    output_bias: Callable[[DenseStream], Any] | None = None,
+) -> DenseTraining:
+    """A head trained on `items` (the training split) by `train_head`, their features standardised per channel with
+    their own statistics (`channel_statistics`, one streamed pass).
+
+    `build(in_channels, bias)` makes a fresh head (called under the seed, inside `train_head`); `in_channels` is
+    `layer_channels` where given, else the features' channel count as one layer. `bias` is what
+    `output_bias(stream)` returns (None without it), computed before training on the standardised training stream
+    (a prior over its targets, say), outside the seeded, single-threaded block the head is built in."""
+    stream = DenseStream(items, features, batch_size, load)
+    statistics = channel_statistics(stream)
+    stream.statistics = statistics
+    in_channels = list(layer_channels) if layer_channels else [len(statistics[0])]
+    bias = output_bias(stream) if output_bias is not None else None
+    trained = train_head(
+        lambda: build(in_channels, bias), stream, loss, size=size, epochs=epochs, lr=lr, weight_decay=weight_decay,
+        seed=seed, layer_channels=layer_channels, device=device)
+    return DenseTraining(trained.head, trained.train_loss, statistics, in_channels, bias)
 
 
 def predict_logits(

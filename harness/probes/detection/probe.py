@@ -27,8 +27,8 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StrictBo
 from harness.datasets.manifest import Item
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.dense.params import HeadTrainingParams, Split
-from harness.probes.dense.streaming import DenseStream, channel_statistics
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.streaming import DenseStream
+from harness.probes.dense.train import predict_logits, train_dense_head
 from harness.probes.detection.annotations import detection_classes, ground_truth_reader
 from harness.probes.detection.coco_ap import coco_metrics
 from harness.probes.detection.fcos import FCOSHead, assign, decode, fcos_loss
@@ -62,20 +62,18 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
         return assign(truth(item), grid_hw, radius)
 
     batch_size = int(p["batch_size"])
-    train = DenseStream(train_items, inputs.features, batch_size, load)
-    statistics = channel_statistics(train)
-    train.statistics = statistics
     layer_channels = p.get("layer_channels")
-    in_channels = list(layer_channels) if layer_channels else [len(statistics[0])]
-    trained = train_head(
-        lambda: FCOSHead(in_channels, len(names), tower=int(p["tower"]), width=int(p["width"]), centerness=centerness),
-        train, partial(fcos_loss, num_classes=len(names), centerness=centerness), size=0,
+    trained = train_dense_head(
+        train_items, inputs.features, load,
+        lambda in_channels, _: FCOSHead(in_channels, len(names), tower=int(p["tower"]), width=int(p["width"]),
+                                        centerness=centerness),
+        partial(fcos_loss, num_classes=len(names), centerness=centerness), batch_size=batch_size, size=0,
         epochs=int(p["epochs"]), lr=float(p["lr"]), weight_decay=float(p["weight_decay"]), seed=inputs.seed,
         layer_channels=layer_channels, device=inputs.device)
     settings = {"num_classes": len(names), "centerness": centerness, "score_threshold": float(p["score_threshold"]),
                 "pre_nms_top_k": int(p["pre_nms_top_k"]), "nms_iou": float(p["nms_iou"]),
                 "max_detections": int(p["max_detections"])}
-    evaluation = DenseStream(eval_items, inputs.features, batch_size, statistics=statistics)
+    evaluation = DenseStream(eval_items, inputs.features, batch_size, statistics=trained.statistics)
     ground_truth, detections = [], []
     for batch in evaluation.batches():
         # decoded on the CPU: one small image at a time, with NMS, is host work; one transfer per batch

@@ -38,11 +38,11 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from harness.datasets.manifest import Item
 from harness.probes import resampled
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
-from harness.probes.dense.heads import build_head
+from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
-from harness.probes.dense.streaming import DenseStream, channel_statistics
+from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.targets import load_target
-from harness.probes.dense.train import predict_logits, train_head
+from harness.probes.dense.train import predict_logits, train_dense_head
 from harness.probes.instances.clustering import greedy_clusters
 from harness.probes.instances.embedding import encode_instances, instance_loss, instance_masks
 from harness.probes.instances.mask_ap import MAX_DETECTIONS, NUM_PREDICTED, image_columns, mask_iou, match_image
@@ -72,11 +72,6 @@ class InstanceParams(DenseParams):
         return self
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return float(np.log(p / (1 - p)))
-
-
 def _foreground_iou(predicted: np.ndarray, truth: np.ndarray) -> float:
     union = np.logical_or(predicted, truth).sum()
     return float(np.logical_and(predicted, truth).sum() / union) if union else 1.0
@@ -102,19 +97,16 @@ def run_instance_segmentation(inputs: ProbeInputs) -> ProbeResult:
         target, _ = load(item)
         slots = max(slots, 1 + int(target.max()))
         foreground, pixels = foreground + int((target > 0).sum()), pixels + target.size
-    train = DenseStream(train_items, inputs.features, p.batch_size, load)
-    statistics = channel_statistics(train)
-    train.statistics = statistics
-    in_channels = list(p.layer_channels) if p.layer_channels else [len(statistics[0])]
-    bias = [_logit(foreground / pixels)] + [0.0] * p.embedding_dim
-    trained = train_head(
-        lambda: build_head(p.head, in_channels, 1 + p.embedding_dim, bias), train,
-        partial(instance_loss, slots=slots, delta_v=p.delta_v, delta_d=p.delta_d), size=size, epochs=p.epochs,
-        lr=p.lr, weight_decay=p.weight_decay, seed=inputs.seed, layer_channels=p.layer_channels,
-        device=inputs.device)
+    trained = train_dense_head(
+        train_items, inputs.features, load,
+        lambda in_channels, bias: build_head(p.head, in_channels, 1 + p.embedding_dim, bias),
+        partial(instance_loss, slots=slots, delta_v=p.delta_v, delta_d=p.delta_d), batch_size=p.batch_size,
+        size=size, epochs=p.epochs, lr=p.lr, weight_decay=p.weight_decay, seed=inputs.seed,
+        layer_channels=p.layer_channels, device=inputs.device,
+        output_bias=lambda _: [logit(foreground / pixels)] + [0.0] * p.embedding_dim)
 
     scores, matched, objects, foreground_iou = [], [], [], []
-    evaluation = DenseStream(eval_items, inputs.features, p.batch_size, load, statistics)
+    evaluation = DenseStream(eval_items, inputs.features, p.batch_size, load, trained.statistics)
     for batch in evaluation.batches():
         logits = predict_logits(trained.head, batch.features, size=size, layer_channels=p.layer_channels)
         # decoded on the CPU: clustering is sequential host work; one transfer per batch
