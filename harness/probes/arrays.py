@@ -7,11 +7,16 @@ the same features; tests/test_api.py checks it against `harness.run`.
 Each probe declares its form in its own module (`ProbeSpec.arrays`); `features` and `targets` map split name →
 array, one row per item:
 
-- `LABELLED_ARRAYS` (classification, retrieval): features (N, C) pooled; targets (N,) int class labels;
+- `LABELLED_ARRAYS` (classification, retrieval, class_overlap, head_family): features (N, C) pooled; targets (N,)
+  int class labels;
 - similarity's (`similarity.TRIPLET_ARRAYS`): features (N, 3, C) (reference, left, right); targets (N,) share of
   judgements for left (1.0: left is the closer);
 - the dense tasks' (`dense.probes.DenseArrays`): features (N, C, h, w); targets (N, H, W) raw as the task's
-  datasets store them ((N, H, W, 3) unit normals).
+  datasets store them ((N, H, W, 3) unit normals);
+- the anomaly probes' (`anomaly.arrays.AnomalyArrays`): features (N, C, h, w) of exactly the `train_split` and
+  the `eval_split`; targets per split `None` (all defect-free: the training split) or each image's defect type
+  (N,) ("good" or the type's name; or int labels, 0 = good, named by `classes`), or {"defect_type": (N,),
+  "mask": (N, H, W) bool} for the pixel metrics, which are absent without masks, as on a dataset without them.
 
 Probe parameters are keyword arguments; those not given come from the task's block in ./params.yaml when there
 is one. Pooling and layers describe how features were taken, so they are ignored here. A probe without a form
@@ -50,6 +55,13 @@ class ArrayForm(abc.ABC):
         """The items (one per row, target files written under `prepared` where the probe reads files) and the
         feature row of each item's path."""
 
+    def check(self, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], classes: list[str] | None,
+              params: dict[str, Any]) -> None:
+        """Refuse malformed arrays in one line naming the fix, before any work; `params`: the probe's validated
+        parameters (a form whose targets mean something per split reads the split names there). Most forms check
+        as `manifest` builds the items."""
+        return None
+
     def evaluate(self, spec: ProbeSpec, features: Mapping[str, np.ndarray], targets: Mapping[str, Any], *,
                  seed: int = 0, classes: list[str] | None = None, saved_head: Any = None,
                  device: str = "cpu", **params: Any) -> ProbeResult:
@@ -61,6 +73,7 @@ class ArrayForm(abc.ABC):
             raise ValueError(f"features and targets must name the same splits; got {sorted(features)} and "
                              f"{sorted(targets)}")
         block = _params(spec, params)
+        self.check(features, targets, classes, block)
         with tempfile.TemporaryDirectory(prefix="visbench-arrays-") as tmp, paths.workspace(Path(tmp)):
             manifest, rows = self.manifest(features, targets, classes, paths.dataset_dir(ARRAYS_DATASET))
             # `device`: where a probe that computes with torch (`ProbeSpec.uses_device`) trains; others ignore it

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.covariance import ledoit_wolf
 
+from harness.probes.anomaly.arrays import ANOMALY_ARRAYS
 from harness.probes.anomaly.detector import AnomalyParams, CellScorer, run_detector
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.statistics.anomaly import METRIC_STATISTICS
@@ -64,4 +65,5 @@ ANOMALY_GAUSSIAN = register_probe(ProbeSpec(
     fewshot_unit="images",
     statistics=METRIC_STATISTICS,
     folder_layout="anomaly_folder",
+    arrays=ANOMALY_ARRAYS,
 ))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.probes.anomaly.arrays import ANOMALY_ARRAYS
 from harness.probes.anomaly.detector import AnomalyParams, CellScorer, run_detector
 from harness.probes.base import ProbeInputs, ProbeResult, ProbeSpec, register_probe
 from harness.probes.statistics.anomaly import METRIC_STATISTICS
@@ -60,4 +61,5 @@ ANOMALY_KNN = register_probe(ProbeSpec(
     fewshot_unit="images",
     statistics=METRIC_STATISTICS,
     folder_layout="anomaly_folder",
+    arrays=ANOMALY_ARRAYS,
 ))
