@@ -108,13 +108,15 @@ def test_a_saved_uncertainty_head_scores_as_it_ran(scenes, fake_dense_features):
 
 
 def test_near_chance_warns_with_the_off_switch_and_only_near_chance():
-    prior = {"mean_error": 40.0}
-    assert _near_chance({"mean_error": 30.0}, prior, uncertainty=True) == []
-    (warning,) = _near_chance({"mean_error": 39.0}, prior, uncertainty=True)
-    assert "39.00°" in warning and "40.00°" in warning
+    prior = {"within_11.25": 0.4, "mean_error": 20.0}
+    # closes 10% of the gap to 1: no warning, even with a mean error far above the prior's (a given-up tail)
+    assert _near_chance({"within_11.25": 0.46, "mean_error": 47.0}, prior, uncertainty=True) == []
+    (warning,) = _near_chance({"within_11.25": 0.42, "mean_error": 15.0}, prior, uncertainty=True)
+    assert "0.420" in warning and "0.400" in warning and "3.3%" in warning
     assert "probes.surface_normal.uncertainty: false" in warning
-    (plain,) = _near_chance({"mean_error": 41.0}, prior, uncertainty=False)
+    (plain,) = _near_chance({"within_11.25": 0.3, "mean_error": 25.0}, prior, uncertainty=False)
     assert "uncertainty: false" not in plain and "random-init controls" in plain
+    assert _near_chance({"within_11.25": 1.0}, {"within_11.25": 1.0}, uncertainty=True)  # nothing left to close
 
 
 def test_a_head_on_features_that_carry_nothing_is_warned_about(scenes):
