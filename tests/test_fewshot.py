@@ -25,7 +25,7 @@ from harness.leaderboard.markdown import FRONT_MATTER_HEADER
 from harness.leaderboard.plots_fewshot import nice_ticks
 from harness.leaderboard.render_fewshot import curve_plot_path
 from harness.runs.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
-from harness.runs.records import read_records
+from harness.runs.records import SCHEMA_VERSION, read_records
 from harness.stages import calls as stages
 from harness.stages.common import StageFailed
 
@@ -215,7 +215,7 @@ def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):
     params = fewshot_project([1, 4], [0, 1])
     records = stages.probe("g", "classification", BACKBONE, params)
     assert [r.run_id for r in records] == [f"g-classification@{BACKBONE}.k{k}.s{s}" for k in (1, 4) for s in (0, 1)]
-    assert all(r.status == "ok" and r.schema_version == 3 for r in records)
+    assert all(r.status == "ok" and r.schema_version == SCHEMA_VERSION for r in records)
     folder = paths.fewshot_dir("g", "classification", BACKBONE)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         f"k{k}-s{s}{suffix}" for k in (1, 4) for s in (0, 1)

@@ -22,6 +22,9 @@ CORRELATION_RAMP = [(-1.0, (33, 102, 172)), (0.0, (247, 247, 247)), (1.0, (178, 
 DIAGONAL_FILL, DIAGONAL_TEXT = "#d9d9d9", "#444444"
 EMPTY_FILL, EMPTY_STROKE, EMPTY_TEXT = "#ffffff", "#cccccc", "#777777"
 FONT = 12.0
+# the cells' values and n, the figure's smallest text: at the 11-px floor tests/test_browser.py holds every figure
+# to, so that 28 boards' cells still fit a laptop's content column
+CELL_FONT = 11.0
 PAD = 10.0
 FIT_WIDTH = 930.0  # the site's content column at a 1280-px window (tests/test_browser.py measures 938 px)
 
@@ -56,7 +59,7 @@ def agreement_svg(analysis: Analysis) -> str:
     # 56 px a cell, narrower as boards are added (down to what a code, a value or an n needs), so that the matrix
     # keeps fitting a laptop's content column (FIT_WIDTH); past that floor the page scrolls it sideways
     label_w = text_width(max(codes, key=len, default=""), FONT) + 2 * PAD
-    legible = max(text_width(t, FONT) for t in ("−.00", "n=99")) + 4
+    legible = max(text_width(t, CELL_FONT) for t in ("−.00", "n=99")) + 2
     fit = (FIT_WIDTH - label_w - PAD) / max(len(columns), 1)
     head_h = text_width(max(codes, key=len, default=""), FONT) + 12  # upright codes
     cell_w, cell_h, title_h = max(legible, min(56.0, fit)), 44.0, 24.0
@@ -79,7 +82,7 @@ def agreement_svg(analysis: Analysis) -> str:
             correlation = analysis.agreement[pair]
             if r == c:
                 svg.rect(x, y, cell_w, cell_h, DIAGONAL_FILL, "#ffffff", f"{codes[r]}: {correlation.n} rows")
-                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, f"n={correlation.n}", FONT, "middle", DIAGONAL_TEXT)
+                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, f"n={correlation.n}", CELL_FONT, "middle", DIAGONAL_TEXT)
                 continue
             name, value = ("Spearman", correlation.spearman) if r > c else ("Kendall", correlation.kendall)
             tip = f"{name} {codes[first]} vs {codes[second]}: {short(value)} over {correlation.n} rows"
@@ -88,11 +91,11 @@ def agreement_svg(analysis: Analysis) -> str:
                                     f"{MIN_CORRELATION_N}: not estimated")
             if value is None:
                 svg.rect(x, y, cell_w, cell_h, EMPTY_FILL, EMPTY_STROKE, tip)
-                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, NO_AGGREGATE, FONT, "middle", EMPTY_TEXT)
+                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, NO_AGGREGATE, CELL_FONT, "middle", EMPTY_TEXT)
             else:
                 svg.rect(x, y, cell_w, cell_h, mix(CORRELATION_RAMP, value), "#ffffff", tip)
                 # The ramp's ends are dark: white text there, black elsewhere.
                 faint = "#ffffff" if abs(value) > 0.6 else "#000000"
-                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, compact(value), FONT, "middle", faint)
+                svg.text(x + cell_w / 2, y + cell_h / 2 + 4, compact(value), CELL_FONT, "middle", faint)
     _legend(svg, analysis, columns, legend_y)
     return svg.render()
