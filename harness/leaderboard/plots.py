@@ -22,9 +22,9 @@ CORRELATION_RAMP = [(-1.0, (33, 102, 172)), (0.0, (247, 247, 247)), (1.0, (178, 
 DIAGONAL_FILL, DIAGONAL_TEXT = "#d9d9d9", "#444444"
 EMPTY_FILL, EMPTY_STROKE, EMPTY_TEXT = "#ffffff", "#cccccc", "#777777"
 FONT = 12.0
-# the cells' values and n, the figure's smallest text: at the 11-px floor tests/test_browser.py holds every figure
-# to, so that 28 boards' cells still fit a laptop's content column
-CELL_FONT = 11.0
+# the cells' values and n, the figure's smallest text: above the 11-px floor tests/test_browser.py holds every figure
+# to (a figure a hair narrower than its column is drawn at 0.99998×), so that 28 boards' cells fit a laptop's column
+CELL_FONT = 11.5
 PAD = 10.0
 FIT_WIDTH = 930.0  # the site's content column at a 1280-px window (tests/test_browser.py measures 938 px)
 
