@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import repro_code_stage, write_image_folder
 
+from harness.core.dvcfiles import address
 from harness.executors.experiments import experiment_name, experiment_ref
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,8 +158,8 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
     # the -S edit of params.yaml reaches the probe through its grid's params file, which the codedeps stage writes
     assert ran[:1] == ["codedeps"], ran
-    assert ran[1:] in ([], ["pipelines/mine/dvc.yaml:mine-retrieval@tiny_net.random"]), ran  # []: run cache restored
-    unchanged = "Stage 'pipelines/mine/dvc.yaml:extract-mine-my_images@tiny_net.random' didn't change"
+    assert ran[1:] in ([], [address("mine-retrieval@tiny_net.random")]), ran  # []: run cache restored
+    unchanged = f"Stage '{address('extract-mine-my_images@tiny_net.random')}' didn't change"
     assert unchanged in run.stdout + run.stderr
     refs = _git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps").splitlines()
     overrides = [ref.split() for ref in refs if "/override-" in ref]

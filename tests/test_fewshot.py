@@ -340,7 +340,7 @@ def test_the_site_draws_the_curve_and_keeps_fewshot_runs_off_the_boards(fewshot_
         run_page = pages[f"{folder}/{record.run_id.replace('@', '-at-')}.md"]
         title = f'title: "{record.backbone_name}, k={record.k_shot}, seed {record.seed}"'
         assert run_page.startswith(f"---\n{FRONT_MATTER_HEADER}\n{title}\nsearch:\n  exclude: true\n---\n")
-        assert f"dvc repro pipelines/g/dvc.yaml:g-classification@{BACKBONE}\n" in run_page
+        assert f"dvc repro pipelines/g/{BACKBONE}/dvc.yaml:g-classification@{BACKBONE}\n" in run_page
         assert f"#curve-{curve['curve_key']})" in run_page
     assert "search:" not in pages[f"runs/classification/{full.run_id.replace('@', '-at-')}.md"]
     # comparability: the full-split run's key is what it was before k_shot existed; k changes the key

@@ -498,7 +498,7 @@ def test_provenance_page(sampled):
     for expected in (
         "# resnet50-classification-cifar10",
         "DVC stage `resnet50-classification-cifar10`.",
-        "dvc repro pipelines/resnet50/dvc.yaml:resnet50-classification-cifar10",
+        "dvc repro pipelines/resnet50/resnet50/dvc.yaml:resnet50-classification-cifar10",
         "visbench-harness verify grid=resnet50 task=classification backbone=resnet50",
         "| identity | 5a0e |",
         "| file_sha256 | 80c49dee3da4822c009c5a7fe591e9223c5a2cfcf95a4067ca4dfb5a7b89c612 |",

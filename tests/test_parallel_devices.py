@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import load_params
+from harness.core.dvcfiles import address, dvc_file
 from harness.executors.parallel import deal
 from harness.pipeline import generate as pipeline
 
@@ -32,7 +33,8 @@ def test_stage_commands_are_dvc_yaml_templates_filled_in(repo_root):
     docs = pipeline.documents(load_params())
     commands = pipeline.stage_commands(docs)
     assert set(commands) == set().union(*map(pipeline.stage_names, docs.values()))
-    committed = yaml.safe_load((repo_root / "pipelines" / "default" / "dvc.yaml").read_text())["stages"]
+    committed = yaml.safe_load((repo_root / dvc_file("extract-default-fashion_mnist@efficientnet_lite0")).read_text()
+                               )["stages"]
     group = committed["extract-default-fashion_mnist"]
     item = group["foreach"]["efficientnet_lite0"]
     assert commands["extract-default-fashion_mnist@efficientnet_lite0"] == group["do"]["cmd"].replace(
@@ -57,10 +59,10 @@ def test_two_cpu_processes_extract_and_dvc_locks_what_they_made(tmp_path):
     for backbone in ("efficientnet_lite0", "resnet18.random"):
         assert f"[cpu] extract-default-fashion_mnist@{backbone} ok" in out.stdout
         # locked by `dvc commit`, so the one `dvc repro` after it did not extract again
-        assert f"Running stage 'pipelines/default/dvc.yaml:extract-default-fashion_mnist@{backbone}'" not in out.stdout
+        assert f"Running stage '{address(f'extract-default-fashion_mnist@{backbone}')}'" not in out.stdout
     status = subprocess.run([sys.executable, "-m", "dvc", "status",
-                             "pipelines/default/dvc.yaml:extract-default-fashion_mnist@efficientnet_lite0",
-                             "pipelines/default/dvc.yaml:extract-default-fashion_mnist@resnet18.random"], cwd=clone,
+                             address("extract-default-fashion_mnist@efficientnet_lite0"),
+                             address("extract-default-fashion_mnist@resnet18.random")], cwd=clone,
                             capture_output=True, text=True, timeout=300, env=env)
     assert "up to date" in status.stdout, status.stdout + status.stderr
     for backbone in ("efficientnet_lite0", "resnet18.random"):  # the numbers are the committed ones

@@ -114,25 +114,59 @@ def test_each_lock_pins_only_stages_its_dvc_yaml_defines():
         assert not stale, f"{lock_of(path)} pins stages {path} lacks (`pipeline` moves or drops them): {stale}"
 
 
-def test_a_lock_written_before_the_split_moves_to_the_grids_files_verbatim(tmp_path):
-    """An old single dvc.lock's entries go to the lock beside the file that defines their stage, unchanged (so
-    nothing re-runs); an entry already there wins; the root keeps its own."""
-    from harness.core.dvcfiles import grid_file, lock_of, read_lock_file
-    from harness.pipeline.generate import relocate_lock_entries
+def test_run_pages_name_each_committed_stage_as_dvc_addresses_it():
+    """A run page's `dvc repro` line (from the record's grid and backbone) is the address the harness gives DVC,
+    and that file defines the stage."""
+    from harness.core.dvcfiles import address, dvc_file
+    from harness.leaderboard.render_provenance import rerun_commands, stage_of
+    from harness.pipeline.generate import stage_names
+
+    records = read_records(ROOT / paths.CORPUS)
+    for record in records:
+        stage = stage_of(record)
+        assert rerun_commands(record)[0] == f"dvc repro {address(stage)}"
+        assert stage in stage_names(yaml.safe_load((ROOT / dvc_file(stage)).read_text())), stage
+    assert len(records) > 100
+
+
+def test_locks_of_earlier_layouts_move_to_the_rows_files_verbatim(tmp_path):
+    """Entries of an old single dvc.lock, and of an old per-grid `pipelines/G/dvc.lock`, go to the lock beside the
+    row file that defines their stage, unchanged (so nothing re-runs); an entry already there wins; the root
+    keeps its own; the earlier layout's files are then stale."""
+    from harness.core.dvcfiles import lock_of, read_lock_file, row_file
+    from harness.pipeline.generate import _stale_files, relocate_lock_entries
 
     root_doc = {"stages": {"collect": {"cmd": "c"}}}
-    grid_doc = {"stages": {"g-t": {"foreach": ["a", "b"], "do": {"cmd": "p ${item}"}}}}
-    docs = {Path("dvc.yaml"): root_doc, grid_file("g"): grid_doc}
-    (tmp_path / "pipelines" / "g").mkdir(parents=True)
+    docs = {Path("dvc.yaml"): root_doc,
+            **{row_file("g", b): {"stages": {"g-t": {"foreach": [b], "do": {"cmd": "p ${item}"}}}} for b in "abc"}}
+    old_grid = tmp_path / "pipelines" / "g"
+    (old_grid / "b").mkdir(parents=True)
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  collect:\n    cmd: c\n  g-t@a:\n    cmd: p a\n"
-                                       "    params:\n      params.yaml:\n        probes.t.lr: 0.1\n"
-                                       "  g-t@b:\n    cmd: old\n")
-    (tmp_path / lock_of(grid_file("g"))).write_text("schema: '2.0'\nstages:\n  g-t@b:\n    cmd: p b\n")
-    assert relocate_lock_entries(docs, tmp_path) == 2
+                                       "    params:\n      params.yaml:\n        probes.t.lr: 0.1\n")
+    (old_grid / "dvc.lock").write_text("schema: '2.0'\nstages:\n  g-t@b:\n    cmd: old\n  g-t@c:\n    cmd: p c\n")
+    (old_grid / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / lock_of(row_file("g", "b"))).write_text("schema: '2.0'\nstages:\n  g-t@b:\n    cmd: p b\n")
+    assert relocate_lock_entries(docs, tmp_path) == 3
     assert read_lock_file(tmp_path / "dvc.lock") == {"collect": {"cmd": "c"}}
-    assert read_lock_file(tmp_path / lock_of(grid_file("g"))) == {
-        "g-t@b": {"cmd": "p b"}, "g-t@a": {"cmd": "p a", "params": {"params.yaml": {"probes.t.lr": 0.1}}}}
+    assert read_lock_file(old_grid / "dvc.lock") == {}
+    assert read_lock_file(tmp_path / lock_of(row_file("g", "a"))) == {
+        "g-t@a": {"cmd": "p a", "params": {"params.yaml": {"probes.t.lr": 0.1}}}}
+    assert read_lock_file(tmp_path / lock_of(row_file("g", "b"))) == {"g-t@b": {"cmd": "p b"}}
+    assert read_lock_file(tmp_path / lock_of(row_file("g", "c"))) == {"g-t@c": {"cmd": "p c"}}
     assert relocate_lock_entries(docs, tmp_path) == 0
+    assert _stale_files(docs, tmp_path) == [old_grid / "dvc.lock", old_grid / "dvc.yaml"]
+
+
+def test_a_stage_name_maps_to_its_rows_file():
+    from harness.core.dvcfiles import address, dvc_file, file_grid, stage_of
+
+    assert dvc_file("scenes-depth@resnet18.random") == Path("pipelines/scenes/resnet18.random/dvc.yaml")
+    assert dvc_file("extract-scenes-scene_pairs@hed_vgg16") == Path("pipelines/scenes/hed_vgg16/dvc.yaml")
+    assert address("prepare-scenes") == "prepare-scenes" and dvc_file("collect") == Path("dvc.yaml")
+    assert stage_of(address("scenes-depth@hed_vgg16")) == "scenes-depth@hed_vgg16"
+    assert file_grid(dvc_file("scenes-depth@hed_vgg16")) == "scenes" and file_grid(Path("dvc.yaml")) is None
+    with pytest.raises(ValueError, match="scenes-depth@BACKBONE"):
+        dvc_file("scenes-depth")  # a group is in every row's file
 
 
 def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
@@ -386,20 +420,39 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
 
 
 def _all_stages() -> dict:
-    """The stages (and foreach groups) of every committed dvc.yaml, by name."""
+    """The stages of every committed dvc.yaml by name, a foreach group's members gathered from every row's file
+    (each row holds the group with its own backbone; the templates are one)."""
     from harness.core.dvcfiles import load_documents
 
-    return {name: stage for document in load_documents(ROOT).values() for name, stage in document["stages"].items()}
+    stages: dict = {}
+    for document in load_documents(ROOT).values():
+        for name, stage in document["stages"].items():
+            if name not in stages or "foreach" not in stage:
+                stages[name] = {**stage, "foreach": stage.get("foreach")} if "foreach" in stage else stage
+                continue
+            assert stages[name]["do"] == stage["do"], f"{name}: rows differ in the template"
+            members = stage["foreach"]
+            gathered = stages[name]["foreach"]
+            stages[name]["foreach"] = ({**gathered, **members} if isinstance(members, dict)
+                                       else [*gathered, *members])
+    return stages
 
 
 def test_stage_names_keep_the_run_ids_users_know(params):
-    """Probe stages are `GRID-TASK@BACKBONE` (each record's run id); controls spelled NAME.random."""
+    """Probe stages are `GRID-TASK@BACKBONE` (each record's run id); controls spelled NAME.random; each row's
+    file holds its own backbone's stages only."""
+    from harness.core.dvcfiles import dvc_files, file_grid
+
     stages = _all_stages()
     for grid, spec in params.grids.items():
         for task in spec.tasks:
             group = stages[f"{grid}-{task}"]
-            assert group["foreach"] == spec.backbones
+            assert sorted(group["foreach"]) == sorted(spec.backbones)  # rows: one file per backbone, by path
     assert all(re.fullmatch(r"[a-z0-9_-]+", name) for name in stages)
+    for path in dvc_files(ROOT):
+        if file_grid(path) is not None:
+            for name, stage in yaml.safe_load((ROOT / path).read_text())["stages"].items():
+                assert list(stage["foreach"]) == [path.parent.name], f"{path}: {name}"
 
 
 def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
@@ -439,38 +492,42 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
             assert ",".join(told[backbone]) == item["reads"], f"{name}@{backbone}"
 
 
-def test_dvc_is_told_whole_grids_and_groups_as_one_target_each():
-    """DVC loads a dvc.yaml and its lock once per target named: a grid whose stages are all asked for is its file
-    (`FILE:*` under --glob), whole foreach groups go by their names, the rest by address, in the order given;
-    a grid reading another's features comes after it; the prepare stages are `prepare-*` when all are asked."""
+def test_dvc_is_told_whole_rows_as_one_target_each():
+    """DVC loads a dvc.yaml and its lock once per target named: a row (one backbone's file in a grid) whose stages
+    are all asked for is its file (`FILE:*` under --glob), the rest go by address, in the order given; a grid
+    reading another's features comes after it; the prepare stages are `prepare-*` when all are asked."""
     from fnmatch import fnmatch
 
     from harness.pipeline.generate import dvc_targets, stage_names
 
     root = {"stages": {"codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"}, "prepare-e": {"cmd": "p"},
                        "collect": {"cmd": "k"}, "site": {"cmd": "s"}}}
-    g = {"stages": {"extract-g-d": {"foreach": {"x": {}, "y": {}}, "do": {"cmd": "e", "deps": ["features/g/x"]}},
-                    "g-t": {"foreach": ["x", "y"], "do": {"cmd": "t", "deps": ["features/g/${item}/d"]}},
-                    "g-u": {"foreach": ["x", "y"], "do": {"cmd": "u", "deps": ["features/g/${item}/d"]}}}}
+
+    def row(b: str) -> dict:
+        return {"stages": {"extract-g-d": {"foreach": {b: {}}, "do": {"cmd": "e", "deps": ["data/d"]}},
+                           "g-t": {"foreach": [b], "do": {"cmd": "t", "deps": ["features/g/${item}/d"]}},
+                           "g-u": {"foreach": [b], "do": {"cmd": "u", "deps": ["features/g/${item}/d"]}}}}
+
     later = {"stages": {"later-t": {"foreach": ["x"], "do": {"cmd": "m", "deps": ["features/g/${item}/d"]}}}}
-    docs = {Path("dvc.yaml"): root, Path("pipelines/g/dvc.yaml"): g, Path("pipelines/later/dvc.yaml"): later}
+    gx, gy, lx = Path("pipelines/g/x/dvc.yaml"), Path("pipelines/g/y/dvc.yaml"), Path("pipelines/later/x/dvc.yaml")
+    docs = {Path("dvc.yaml"): root, gx: row("x"), gy: row("y"), lx: later}
     every = ["codedeps", "prepare-d", "prepare-e", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x",
              "g-u@y"]
     assert dvc_targets([*every, "collect", "site"], docs) == [
-        "codedeps", "prepare-d", "prepare-e", "pipelines/g/dvc.yaml", "collect", "site"]
-    assert dvc_targets(every, docs, glob=True) == ["codedeps", "prepare-*", "pipelines/g/dvc.yaml:*"]
+        "codedeps", "prepare-d", "prepare-e", gx.as_posix(), gy.as_posix(), "collect", "site"]
+    assert dvc_targets(every, docs, glob=True) == ["codedeps", "prepare-*", f"{gx.as_posix()}:*",
+                                                   f"{gy.as_posix()}:*"]
     partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-t@y", "g-u@x"]
     assert dvc_targets(partial, docs, glob=True) == [
-        "codedeps", "prepare-d", "pipelines/g/dvc.yaml:extract-g-d@x", "pipelines/g/dvc.yaml:g-t",
-        "pipelines/g/dvc.yaml:g-u@x"]
+        "codedeps", "prepare-d", f"{gx.as_posix()}:*", f"{gy.as_posix()}:g-t@y"]
     # `later` reads g's features: named first, it still comes after g
     assert dvc_targets(["later-t@x", "extract-g-d@x"], docs) == [
-        "pipelines/g/dvc.yaml:extract-g-d@x", "pipelines/later/dvc.yaml"]
+        f"{gx.as_posix()}:extract-g-d@x", lx.as_posix()]
     # what the targets select is exactly what was asked for
     for names in (every, partial, every[:6]):
         chosen = set()
         for target in dvc_targets(names, docs, glob=True):
             file, _, pattern = target.rpartition(":")
             stages = stage_names(docs[Path(file)] if file else root)
-            chosen |= {n for n in stages if fnmatch(n, pattern) or n.startswith(f"{pattern}@")}
+            chosen |= {n for n in stages if fnmatch(n, pattern)}
         assert chosen == set(names)

@@ -1,15 +1,18 @@
 """Where each stage lives and how DVC names it: the pipeline is one root `dvc.yaml` (the code fingerprints, the
-prepare stages, collect and site) and one `pipelines/<grid>/dvc.yaml` per grid (its extract and probe stages, run
-from the project root through `wdir: ../..`), each file with its own `dvc.lock` beside it.
+prepare stages, collect and site) and one `pipelines/<grid>/<backbone>/dvc.yaml` per row of a grid (that
+backbone's extract and probe stages, run from the project root through `wdir: ../../..`), each file with its own
+`dvc.lock` beside it; a grid's stages read their values from `pipelines/<grid>/params.json`.
 
-Why split: DVC parses and rewrites a stage's whole lock file every time that stage runs, and loads a dvc.yaml
-with its lock for every target named. With one file per grid, a stage rewrites only its grid's lock and a grid is
-one target, so DVC's bookkeeping grows with what a command touches, not with the project
+Why split per row: DVC parses and rewrites a stage's whole lock file every time that stage runs (its round-trip
+YAML parser and writer, in Python), and loads a dvc.yaml with its lock for every target named. With one file per
+backbone and grid, a stage rewrites a lock of one backbone's stages, whose size does not grow with the number of
+backbones, and a new backbone on a branch adds files of its own instead of editing everyone's lock
 (benchmarks/dvc_scale.py measures it).
 
-Stage names stay unique across files (`extract-GRID-…`, `GRID-TASK@…` carry their grid), so the harness speaks
-of stages by name everywhere and turns a name into DVC's address (`pipelines/GRID/dvc.yaml:NAME`) only when it
-calls DVC, and DVC's address back into a name when it reads DVC's output."""
+Stage names stay unique across files (`extract-GRID-…@BACKBONE`, `GRID-TASK@BACKBONE` carry their grid and
+backbone), so the harness speaks of stages by name everywhere and turns a name into DVC's address
+(`pipelines/GRID/BACKBONE/dvc.yaml:NAME`) only when it calls DVC, and DVC's address back into a name when it
+reads DVC's output."""
 
 from __future__ import annotations
 
@@ -26,15 +29,26 @@ _ROOT_STAGES = {paths.CODE_STAGE, "collect", "site"}
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses a lock in 1/10 of PyYAML's time
 
 
-def grid_file(grid: str) -> Path:
-    return FOLDER / grid / ROOT_FILE.name
+def grid_folder(grid: str) -> Path:
+    return FOLDER / grid
+
+
+def row_file(grid: str, backbone: str) -> Path:
+    """The dvc.yaml of one backbone's stages in `grid` (`backbone` spelled as in stage names, NAME.random)."""
+    return FOLDER / grid / backbone / ROOT_FILE.name
+
+
+def file_grid(dvc_file: Path) -> str | None:
+    """The grid of a row's dvc.yaml path (`pipelines/GRID/BACKBONE/dvc.yaml`); None for the root file."""
+    parts = Path(dvc_file).parts
+    return parts[1] if len(parts) == 4 and parts[0] == FOLDER.name else None
 
 
 def grid_params_file(grid: str) -> Path:
     """The values of params.yaml a grid's stages read, copied out (harness.pipeline.generate.grid_params): DVC
     reads a stage's params file afresh for every stage it checks, so each grid's stages read a file of their own
     values instead of the whole params.yaml (whose size grows with every grid and backbone)."""
-    return FOLDER / grid / "params.json"
+    return grid_folder(grid) / "params.json"
 
 
 def lock_of(dvc_file: Path) -> Path:
@@ -50,9 +64,23 @@ def stage_grid(name: str) -> str | None:
     return name.removeprefix("extract-").split("-", 1)[0]
 
 
+def stage_backbone(name: str) -> str | None:
+    """The backbone of a grid's stage (`…@BACKBONE`); None for a root stage or a group name without a member."""
+    if stage_grid(name) is None or "@" not in name:
+        return None
+    return name.rsplit("@", 1)[1]
+
+
 def dvc_file(name: str) -> Path:
+    """The dvc.yaml that defines stage `name`. A grid's stage is a foreach member (`…@BACKBONE`): its group
+    name alone is in every row's file, so it names no one file."""
     grid = stage_grid(name)
-    return ROOT_FILE if grid is None else grid_file(grid)
+    if grid is None:
+        return ROOT_FILE
+    backbone = stage_backbone(name)
+    if backbone is None:
+        raise ValueError(f"{name!r} is a group in every row of grid {grid}: name a stage as {name}@BACKBONE")
+    return row_file(grid, backbone)
 
 
 def address(name: str) -> str:
@@ -66,20 +94,24 @@ def addresses(names: list[str]) -> list[str]:
 
 
 def stage_of(dvc_address: str) -> str:
-    """The stage name in DVC's way of printing a stage (`pipelines/g/dvc.yaml:g-t@b` or `g-t@b`)."""
+    """The stage name in DVC's way of printing a stage (`pipelines/g/b/dvc.yaml:g-t@b` or `g-t@b`)."""
     file, colon, name = dvc_address.rpartition(":")
     return name if colon and file.endswith(".yaml") else dvc_address
 
 
 def dvc_files(root: Path = Path(".")) -> list[Path]:
-    """The pipeline's dvc.yaml files present under `root` (project-relative): the root file, then each grid's."""
-    grids = sorted(path.relative_to(root) for path in (root / FOLDER).glob(f"*/{ROOT_FILE.name}"))
-    return [*([ROOT_FILE] if (root / ROOT_FILE).is_file() else []), *grids]
+    """The pipeline's dvc.yaml files present under `root` (project-relative): the root file, then each row's."""
+    rows = sorted(path.relative_to(root) for path in (root / FOLDER).glob(f"*/*/{ROOT_FILE.name}"))
+    return [*([ROOT_FILE] if (root / ROOT_FILE).is_file() else []), *rows]
 
 
 def lock_files(root: Path = Path(".")) -> list[Path]:
-    """The lock files present under `root` (project-relative), the root's first."""
-    return [lock for lock in map(lock_of, dvc_files(root)) if (root / lock).is_file()]
+    """The lock files present under `root` (project-relative), the root's first: beside each dvc.yaml, and any
+    left by an earlier layout (one lock per grid, `pipelines/GRID/dvc.lock`), whose entries the generator moves
+    to their rows' locks (harness.pipeline.generate.relocate_lock_entries)."""
+    beside = [lock for lock in map(lock_of, dvc_files(root)) if (root / lock).is_file()]
+    earlier = sorted(path.relative_to(root) for path in (root / FOLDER).glob(f"*/{LOCK_NAME}"))
+    return [*beside, *earlier]
 
 
 def read_lock_file(path: Path) -> dict[str, dict]:

@@ -54,7 +54,7 @@ def _probe_spec(run: Run):
 
     # a dvc.yaml without that stage (or unreadable), or a module that will not import: get_probe discovers
     with contextlib.suppress(OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
-        stages = yaml.load(dvcfiles.grid_file(run.grid).read_text(),
+        stages = yaml.load(dvcfiles.dvc_file(run.stage).read_text(),
                            Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         code = re.search(r"--code (\S+)\.py\b", stages["stages"][f"{run.grid}-{run.task}"]["do"]["cmd"])
         module = code.group(1).replace("/", ".") if code else ""

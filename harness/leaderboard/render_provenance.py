@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from harness.core import dvcfiles
+from harness.core.config import stage_spelling
 from harness.core.paths import stage_of_run
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.comparability import comparability_key, curve_key
@@ -53,9 +54,13 @@ def stage_of(record: Record) -> str:
 
 
 def rerun_commands(record: Record) -> list[str]:
+    """DVC's address of the stage (the row file of the record's grid and backbone: for a committed run,
+    `dvcfiles.address` of its stage) and the CLI's verify command."""
+    grid = grid_of(record.run_id)
+    row = dvcfiles.row_file(grid, stage_spelling(record.backbone_name))
     return [
-        f"dvc repro {dvcfiles.address(stage_of(record))}",
-        f"visbench-harness verify grid={grid_of(record.run_id)} task={record.task} backbone={record.backbone_name}",
+        f"dvc repro {row.as_posix()}:{stage_of(record)}",
+        f"visbench-harness verify grid={grid} task={record.task} backbone={record.backbone_name}",
     ]
 
 

@@ -100,8 +100,8 @@ def repro_with_progress(targets: list[str]) -> int:
 
 
 def grouped(targets: list[str], patterns: bool = False) -> list[str]:
-    """Stage names as DVC is best told them (generate.dvc_targets): a grid whose stages are all named as its
-    file, whole foreach groups by their names, the rest by their addresses; `patterns`: for `dvc repro --glob`."""
+    """Stage names as DVC is best told them (generate.dvc_targets): a row (one backbone's file in a grid) whose
+    stages are all named as its file, the rest by their addresses; `patterns`: for `dvc repro --glob`."""
     from harness.pipeline.generate import dvc_targets
 
     return dvc_targets(targets, dvcfiles.load_documents(), glob=patterns)

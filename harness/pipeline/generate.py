@@ -3,8 +3,9 @@
     visbench-harness pipeline          # rewrite them (the CLI also does this before every run)
     visbench-harness pipeline check    # exit 1 if a committed one differs from a fresh generation
 
-The root `dvc.yaml` holds the code fingerprints, the prepare stages, collect and site; `pipelines/<grid>/dvc.yaml`
-holds a grid's extract and probe stages, each file with its own lock (why: harness.core.dvcfiles).
+The root `dvc.yaml` holds the code fingerprints, the prepare stages, collect and site;
+`pipelines/<grid>/<backbone>/dvc.yaml` holds one backbone's extract and probe stages in a grid, each file with its
+own lock (why: harness.core.dvcfiles).
 
 Every stage lists exactly what it reads:
 - code: its role's fingerprint, one file naming the SHA-256 of every file its entry module and the module
@@ -15,9 +16,8 @@ Every stage lists exactly what it reads:
   backbone) is on its command line, so a structural edit changes the command and DVC re-runs it.
 
 Stage names: `prepare-DATASET`, `extract-GRID-DATASET@BACKBONE`, `GRID-TASK@BACKBONE` (the run id of its
-record), `collect`, `site`; unique across the files. Probe and extract stages are foreach groups: DVC keeps '@'
-for those, and each group's template is exact for every member (a backbone's family module is the one
-per-member dependency).
+record), `collect`, `site`; unique across the files. Probe and extract stages are foreach groups of one member
+each (the row's backbone): DVC keeps '@' for foreach members, and the names are the run ids users know.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from harness.pipeline import fingerprints, topology
 from harness.pipeline.checks import check_params
 
 DVC_FILE = dvcfiles.ROOT_FILE
-GRID_WDIR = "../.."  # pipelines/<grid>/ → the project root, where every path in params.yaml and dvc.yaml starts
+ROW_WDIR = "../../.."  # pipelines/<grid>/<backbone>/ → the project root, where every path in params and dvc.yaml starts
 STAMP = Path(".dvc/tmp/visbench-pipeline.json")  # the source key of the last successful check + generation
 RELEASES_FOLDER = Path("docs/releases")  # frozen releases (harness.leaderboard.releases), read by the site stage
 BENCHMARK_RESULTS = Path("benchmarks/results")  # what task pages quote (harness.leaderboard.references)
@@ -86,8 +86,7 @@ def _prepare_stage(params: Params, dataset: str) -> dict[str, Any]:
     }
 
 
-def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
-    backbones = params.grids[grid].backbones
+def _extract_group(params: Params, grid: str, dataset: str, backbones: list[str]) -> dict[str, Any]:
     codes = {b: topology.backbone_code(b) for b in backbones}
     reads = topology.feature_reads(params, grid, dataset)
     read_params: list[str] = []
@@ -112,7 +111,7 @@ def _extract_group(params: Params, grid: str, dataset: str) -> dict[str, Any]:
     }
 
 
-def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
+def _probe_group(params: Params, grid: str, task: str, backbones: list[str]) -> dict[str, Any]:
     spec = params.grids[grid]
     dataset = spec.tasks[task]
     feature_grid = spec.feature_grid(grid, dataset)
@@ -123,10 +122,10 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
                                                                       {f"{base}.samples.csv": out}]
     if spec.fewshot is None and _saves_head(task):  # the trained head beside its record (harness.heads.load)
         outs.append({f"{base}.head.safetensors": out})
-    # a plain out here: the grid file's top-level `metrics` names the ones that exist (`_metrics_files`)
+    # a plain out here: the row file's top-level `metrics` names the ones that exist (`_metrics_files`)
     outs.append({f"{base}.metrics.json": out})
     return {
-        "foreach": [stage_spelling(b) for b in spec.backbones],
+        "foreach": [stage_spelling(b) for b in backbones],
         "do": {
             "cmd": (f"python -m harness.stages.probe {grid} {task} ${{item}} --code {code} --dataset {dataset} "
                     f"--features {feature_grid}"),
@@ -138,14 +137,13 @@ def _probe_group(params: Params, grid: str, task: str) -> dict[str, Any]:
     }
 
 
-def _metrics_files(params: Params, grid: str) -> list[str]:
-    """The grid's DVC metrics files that exist, relative to its dvc.yaml (`dvc metrics show` reads these). Declared
+def _metrics_files(params: Params, grid: str, backbone: str) -> list[str]:
+    """A row's DVC metrics files that exist, relative to its dvc.yaml (`dvc metrics show` reads these). Declared
     on the stage, a metrics file a grid has never run is a "failed to load" for every `dvc metrics show`/`diff`:
     35 such grids buried the numbers under errors. So a metrics file is declared once its stage has written it,
     and the next generation (every CLI run, before and after its stages) adds it."""
-    spec = params.grids[grid]
-    files = [paths.metrics_path(grid, task, stage_spelling(b)) for task in spec.tasks for b in spec.backbones]
-    return [f"{GRID_WDIR}/{path.as_posix()}" for path in files if path.is_file()]
+    files = [paths.metrics_path(grid, task, stage_spelling(backbone)) for task in params.grids[grid].tasks]
+    return [f"{ROW_WDIR}/{path.as_posix()}" for path in files if path.is_file()]
 
 
 def _saves_head(task: str) -> bool:
@@ -190,30 +188,33 @@ def _collect_and_site() -> dict[str, Any]:
 
 def documents(params: Params) -> dict[Path, dict[str, Any]]:
     """Every dvc.yaml document by its path (harness.core.dvcfiles): the root file (codedeps, prepare, collect,
-    site, plots) and one per grid (its extract groups, then its probe groups), stages in a fixed order."""
+    site, plots) and one per grid and backbone, its rows in the grid's order of backbones (the backbone's extract
+    stages, then its probe stages), stages in a fixed order."""
     check_params(params)
     root: dict[str, Any] = {fingerprints.STAGE: _codedeps_stage(params)}
     used = list(dict.fromkeys(d for spec in params.grids.values() for d in spec.datasets))
     for dataset in used:
         root[paths.prepare_stage_name(dataset)] = _prepare_stage(params, dataset)
-    grids: dict[Path, dict[str, Any]] = {}
+    rows: dict[Path, dict[str, Any]] = {}
     for grid, spec in params.grids.items():
-        stages: dict[str, Any] = {}
-        for dataset in spec.datasets:
-            if spec.feature_grid(grid, dataset) == grid:
-                stages[f"extract-{grid}-{dataset}"] = _extract_group(params, grid, dataset)
-        for task in spec.tasks:
-            stages[f"{grid}-{task}"] = _probe_group(params, grid, task)
         values = dvcfiles.grid_params_file(grid).as_posix()
-        for stage in stages.values():  # paths stay project-relative: the stage runs from the project root
-            stage["do"] = {"wdir": GRID_WDIR, **stage["do"], "params": [{values: stage["do"]["params"]}]}
-        metrics = _metrics_files(params, grid)
-        grids[dvcfiles.grid_file(grid)] = {"stages": stages, **({"metrics": metrics} if metrics else {})}
+        for backbone in spec.backbones:
+            stages: dict[str, Any] = {}
+            for dataset in spec.datasets:
+                if spec.feature_grid(grid, dataset) == grid:
+                    stages[f"extract-{grid}-{dataset}"] = _extract_group(params, grid, dataset, [backbone])
+            for task in spec.tasks:
+                stages[f"{grid}-{task}"] = _probe_group(params, grid, task, [backbone])
+            for stage in stages.values():  # paths stay project-relative: the stage runs from the project root
+                stage["do"] = {"wdir": ROW_WDIR, **stage["do"], "params": [{values: stage["do"]["params"]}]}
+            metrics = _metrics_files(params, grid, backbone)
+            rows[dvcfiles.row_file(grid, stage_spelling(backbone))] = {
+                "stages": stages, **({"metrics": metrics} if metrics else {})}
     root.update(_collect_and_site())
     from harness.leaderboard.plot_data import dvc_plots
 
     # few-shot curves and per-board score distributions, written by the site stage (`dvc plots show`)
-    return {DVC_FILE: {"stages": root, "plots": dvc_plots()}, **grids}
+    return {DVC_FILE: {"stages": root, "plots": dvc_plots()}, **rows}
 
 
 class _NoAliases(yaml.SafeDumper):
@@ -251,26 +252,8 @@ def stage_names(document: dict[str, Any]) -> set[str]:
     return names
 
 
-def group_targets(names: list[str], document: dict[str, Any]) -> list[str]:
-    """`names` (stages of `document`) with every foreach group whose members are all there named as the group
-    (`scenes-depth` for each `scenes-depth@…`), in the same order: DVC collects a group from its dvc.yaml once,
-    but loads the dvc.yaml and its lock afresh for every target named."""
-    members: dict[str, str] = {}
-    sizes: dict[str, int] = {}
-    for group, stage in document["stages"].items():
-        foreach = stage.get("foreach")
-        if foreach is not None:
-            sizes[group] = len(foreach)
-            members.update((f"{group}@{item}", group) for item in foreach)
-    wanted = set(names)
-    complete = {group for group, size in sizes.items()
-                if sum(1 for name, g in members.items() if g == group and name in wanted) == size}
-    targets = [members[name] if members.get(name) in complete else name for name in names]
-    return list(dict.fromkeys(targets))
-
-
 def _file_needs(document: dict[str, Any], grid: str) -> set[str]:
-    """The other grids whose features a grid's probe stages read (`features_from`)."""
+    """The other grids whose features a row's probe stages read (`features_from`)."""
     needs = set()
     for stage in document["stages"].values():
         for dep in stage.get("do", stage).get("deps", []):
@@ -281,23 +264,22 @@ def _file_needs(document: dict[str, Any], grid: str) -> set[str]:
 
 def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool = False) -> list[str]:
     """`names` (stages in an order DVC can run one by one: fingerprints, prepare, extract, probes, then collect
-    and site) as DVC is best told them. A grid whose stages are all named is one target, its whole file
-    (`pipelines/G/dvc.yaml:*` for `dvc repro --glob`, else the file's path), so DVC loads that grid's dvc.yaml and
-    lock once; otherwise its foreach groups by name, else its stages, each as `FILE:NAME`. Root stages keep
-    their place (the prepare stages as `prepare-*` under --glob when all are named). Grids come in an order where
-    a grid that reads another's features (`features_from`) follows it; where that order cannot exist, each
-    name keeps its own place."""
+    and site) as DVC is best told them. A row (one backbone's file in a grid) whose stages are all named is one
+    target, its whole file (`pipelines/G/B/dvc.yaml:*` for `dvc repro --glob`, else the file's path), so DVC
+    loads that dvc.yaml and its lock once; otherwise its stages, each as `FILE:NAME`, in the order given (a row
+    lists its extraction before the probes reading it). Root stages keep their place (the prepare stages as
+    `prepare-*` under --glob when all are named). Grids come in an order where a grid that reads another's
+    features (`features_from`) follows it; where that order cannot exist, each name keeps its own place."""
     from fnmatch import fnmatch
 
     root = docs.get(DVC_FILE, {"stages": {}})
     head = [n for n in names if dvcfiles.dvc_file(n) == DVC_FILE and n not in ("collect", "site")]
     tail = [n for n in names if n in ("collect", "site")]
-    by_grid: dict[str, list[str]] = {}
+    by_grid: dict[str, dict[Path, list[str]]] = {}
     for name in names:
         grid = dvcfiles.stage_grid(name)
         if grid is not None:
-            by_grid.setdefault(grid, []).append(name)
-    head = group_targets(head, root)
+            by_grid.setdefault(grid, {}).setdefault(dvcfiles.dvc_file(name), []).append(name)
     prepares = {n for n in stage_names(root) if n.startswith("prepare-")}
     if glob and prepares and prepares <= set(head):
         first = next(i for i, n in enumerate(head) if n in prepares)
@@ -307,22 +289,21 @@ def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool =
         return [*head, *dvcfiles.addresses([n for n in names if dvcfiles.stage_grid(n) is not None]), *tail]
     middle: list[str] = []
     for grid in order:
-        path = dvcfiles.grid_file(grid)
-        document = docs.get(path)
-        if document is not None and stage_names(document) <= set(by_grid[grid]):
-            middle.append(f"{path.as_posix()}:*" if glob else path.as_posix())
-            continue
-        groups = group_targets(by_grid[grid], document) if document is not None else by_grid[grid]
-        middle += [f"{path.as_posix()}:{target}" for target in groups]
+        for path, row in by_grid[grid].items():
+            document = docs.get(path)
+            if document is not None and stage_names(document) <= set(row):
+                middle.append(f"{path.as_posix()}:*" if glob else path.as_posix())
+            else:
+                middle += [f"{path.as_posix()}:{name}" for name in row]
     assert not any(fnmatch(t, "*[[]*") for t in middle)  # stage names hold no glob characters but '*' we add
     return [*head, *middle, *tail]
 
 
-def _grid_order(by_grid: dict[str, list[str]], docs: dict[Path, dict[str, Any]]) -> list[str] | None:
+def _grid_order(by_grid: dict[str, dict[Path, list[str]]], docs: dict[Path, dict[str, Any]]) -> list[str] | None:
     """The grids of `by_grid` in first-named order, moved after the grids whose features they read; None when
     they read each other's (no such order)."""
-    needs = {grid: _file_needs(docs.get(dvcfiles.grid_file(grid), {"stages": {}}), grid) & set(by_grid)
-             for grid in by_grid}
+    needs = {grid: set().union(*(_file_needs(docs.get(path, {"stages": {}}), grid) for path in rows)) & set(by_grid)
+             for grid, rows in by_grid.items()}
     order: list[str] = []
     pending = list(by_grid)
     while pending:
@@ -381,20 +362,25 @@ def prune_lock(names: set[str], path: Path) -> list[str]:
 
 def relocate_lock_entries(docs: dict[Path, dict[str, Any]], root: Path = Path(".")) -> int:
     """Move lock entries into the lock beside the dvc.yaml that now defines their stage (a lock written before
-    the pipeline was split per grid holds every stage), verbatim: the stage's deps, params and outs are what
-    they were, so it stays up to date and nothing re-runs. An entry already in its own lock wins. How many
-    moved."""
+    the pipeline was split per grid, or per row, holds the stages of many files), verbatim: the stage's deps,
+    params and outs are what they were (paths relative to the project root, every file's wdir), so it stays up
+    to date and nothing re-runs. An entry already in its own lock wins. How many moved."""
     from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
 
     owner = {name: path for path, document in docs.items() for name in stage_names(document)}
     locks = {path: dvcfiles.lock_of(root / path) for path in docs}
+    mine = {lock: path for path, lock in locks.items()}
+    # and the locks of an earlier layout (no dvc.yaml of this one beside them): moved out of whole, then removed
+    # as stale (_stale_files)
+    scanned = [*locks.values(), *(root / lock for lock in dvcfiles.lock_files(root) if root / lock not in mine)]
     moving: dict[Path, dict[str, Any]] = {}
     sources: dict[Path, Any] = {}
-    for path, lock in locks.items():
+    for lock in scanned:
         if not lock.is_file():
             continue
+        path = mine.get(lock)
         for name in dvcfiles.read_lock_file(lock):
-            if owner.get(name, path) != path:
+            if name in owner and owner[name] != path:
                 if lock not in sources:
                     sources[lock] = parse_yaml_for_update(lock.read_text(), str(lock))
                 moving.setdefault(owner[name], {})[name] = sources[lock]["stages"][name]
@@ -417,11 +403,13 @@ def relocate_lock_entries(docs: dict[Path, dict[str, Any]], root: Path = Path(".
     return len(moved)
 
 
-def _grid_param_keys(document: dict[str, Any]) -> list[str]:
+def _grid_param_keys(documents: list[dict[str, Any]]) -> list[str]:
+    """The params keys a grid's rows read, in their first-read order."""
     keys: list[str] = []
-    for stage in document["stages"].values():
-        for entry in stage["do"]["params"]:
-            keys += [key for values in entry.values() for key in values if key not in keys]
+    for document in documents:
+        for stage in document["stages"].values():
+            for entry in stage["do"]["params"]:
+                keys += [key for values in entry.values() for key in values if key not in keys]
     return keys
 
 
@@ -432,17 +420,20 @@ def grid_params(docs: dict[Path, dict[str, Any]], params_file: Path = PARAMS_FIL
     from dvc.utils.serialize import load_yaml
 
     raw = load_yaml(params_file)
-    files = {}
+    by_grid: dict[str, list[dict[str, Any]]] = {}
     for path, document in docs.items():
-        if path == DVC_FILE:
-            continue
+        grid = dvcfiles.file_grid(path)
+        if grid is not None:
+            by_grid.setdefault(grid, []).append(document)
+    files = {}
+    for grid, documents in by_grid.items():
         values: dict[str, Any] = {}
-        for key in _grid_param_keys(document):
+        for key in _grid_param_keys(documents):
             source, target, parts = raw, values, key.split(".")
             for part in parts[:-1]:
                 source, target = source[part], target.setdefault(part, {})
             target[parts[-1]] = source[parts[-1]]
-        files[path.parent / dvcfiles.grid_params_file("x").name] = json.dumps(values, indent=1) + "\n"
+        files[dvcfiles.grid_params_file(grid)] = json.dumps(values, indent=1) + "\n"
     return files
 
 
@@ -459,12 +450,16 @@ def write_inputs(params: Params, docs: dict[Path, dict[str, Any]] | None = None)
 
 
 def _stale_files(docs: dict[Path, dict[str, Any]], root: Path) -> list[Path]:
-    """Grid files (and their locks) of grids params.yaml no longer has."""
+    """Row files (and their locks) of grids or backbones params.yaml no longer has, params files of grids it no
+    longer has, and the files of an earlier layout (one dvc.yaml and lock per grid)."""
+    folder = root / dvcfiles.FOLDER
+    params_name = dvcfiles.grid_params_file("x").name
     present = [*(root / p for p in dvcfiles.dvc_files(root) if p != DVC_FILE),
-               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.LOCK_NAME}"),
-               *(root / dvcfiles.FOLDER).glob(f"*/{dvcfiles.grid_params_file('x').name}")]
+               *folder.glob(f"*/*/{dvcfiles.LOCK_NAME}"), *folder.glob(f"*/{dvcfiles.LOCK_NAME}"),
+               *folder.glob(f"*/{dvcfiles.ROOT_FILE.name}"), *folder.glob(f"*/{params_name}")]
+    grids = {grid for p in docs if (grid := dvcfiles.file_grid(p)) is not None}
     wanted = ({root / p for p in docs} | {root / dvcfiles.lock_of(p) for p in docs}
-              | {root / p.parent / dvcfiles.grid_params_file("x").name for p in docs})
+              | {root / dvcfiles.grid_params_file(grid) for grid in grids})
     return sorted(p for p in set(present) if p not in wanted)
 
 
@@ -481,8 +476,9 @@ def write(params: Params, root: Path = Path(".")) -> bool:
     for stale in _stale_files(docs, root):
         stale.unlink()
         changed = changed or stale.name == DVC_FILE.name
-        if not any(stale.parent.iterdir()):
-            stale.parent.rmdir()
+        for folder in (stale.parent, stale.parent.parent):  # a row's folder, then its grid's, once empty
+            if folder != root / dvcfiles.FOLDER and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
     for path, document in docs.items():
         target = root / path
         prune_lock(stage_names(document), dvcfiles.lock_of(target))
@@ -534,11 +530,12 @@ def _files_key() -> str | None:
 
 
 def _metrics_key(params: Params) -> str:
-    """Which DVC metrics files exist: the grid files declare those (`_metrics_files`), so a new one regenerates."""
+    """Which DVC metrics files exist: the row files declare those (`_metrics_files`), so a new one regenerates."""
     digest = hashlib.sha256()
-    for grid in params.grids:
-        for file in _metrics_files(params, grid):
-            digest.update(file.encode() + b"\0")
+    for grid, spec in params.grids.items():
+        for backbone in spec.backbones:
+            for file in _metrics_files(params, grid, backbone):
+                digest.update(f"{grid}/{file}".encode() + b"\0")
     return digest.hexdigest()
 
 
@@ -587,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             # all ensure_fresh would have done (nothing to prune from a lock): the next run skips the check;
             # the image's build runs this, so each `docker run` starts ~4 s sooner
             _write_stamp(stamp)
-        print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) is up to date")
+        print("the pipeline (dvc.yaml, pipelines/*/*/dvc.yaml) is up to date")
         return 0
     if args == ["inputs"]:  # the codedeps stage
         from harness.core.registry import load_plugins
@@ -599,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     if args:
         print("usage: visbench-harness pipeline [check]", file=sys.stderr)
         return 2
-    print("the pipeline (dvc.yaml, pipelines/*/dvc.yaml) " + ("regenerated" if write(params) else "unchanged"))
+    print("the pipeline (dvc.yaml, pipelines/*/*/dvc.yaml) " + ("regenerated" if write(params) else "unchanged"))
     return 0
 
 
