@@ -77,13 +77,17 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     assert done.returncode == 0
     from harness.core.dvcfiles import load_documents
 
-    stages = {name: stage for document in load_documents(clone).values()
+    # by (file, stage): each backbone's row of the grid is a dvc.yaml of its own, with its own member of the group
+    stages = {(path.as_posix(), name): stage for path, document in load_documents(clone).items()
               for name, stage in document["stages"].items()}
-    users = [name for name, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
-    assert users == ["codedeps", "extract-mine-my_images"]  # what rewrites the fingerprints, and what reads them
-    group = stages["extract-mine-my_images"]
-    assert group["foreach"]["tiny_net.random"]["code"] == "plugins/tiny_net.py"
-    assert group["foreach"]["efficientnet_lite0"]["code"] == "harness/backbones/efficientnet_lite.py"
+    users = [key for key, stage in stages.items() if "plugins/tiny_net.py" in json.dumps(stage)]
+    # what rewrites the fingerprints, and what reads them: the plugin backbone's extraction, in its row
+    assert users == [("dvc.yaml", "codedeps"), ("pipelines/mine/tiny_net.random/dvc.yaml", "extract-mine-my_images")]
+    plugin_row = stages[("pipelines/mine/tiny_net.random/dvc.yaml", "extract-mine-my_images")]
+    assert list(plugin_row["foreach"]) == ["tiny_net.random"]
+    assert plugin_row["foreach"]["tiny_net.random"]["code"] == "plugins/tiny_net.py"
+    registry_row = stages[("pipelines/mine/efficientnet_lite0/dvc.yaml", "extract-mine-my_images")]
+    assert registry_row["foreach"]["efficientnet_lite0"]["code"] == "harness/backbones/efficientnet_lite.py"
     before = changed_deps(clone)
     plugin = clone / "plugins" / "tiny_net.py"
     original = plugin.read_text()
