@@ -192,16 +192,19 @@ def _csa_weight(m_pred: np.ndarray, max_dist: float) -> tuple[int, float]:
 
 def test_correspondence_never_loses_to_the_bsds_matcher():
     """Against pyEdgeEval's match.cc: as many matches or more, and never a larger total weight at the same
-    size. Its CSA runs on an outlier graph sampled afresh from the clock on every call, so it is not
-    deterministic: it sometimes misses a match, and equally cheap matchings may differ (a tie swaps one
-    pixel for another); beyond that, the same predicted pixels."""
+    size. Its CSA runs on an outlier graph sampled afresh on every call, so it is not deterministic: it
+    sometimes misses a match, and equally cheap matchings may differ (a tie swaps one pixel for another);
+    beyond that, the same predicted pixels. Its misses are independent from call to call (20 calls on each of
+    these 10 cases: none in 155, one in 42, two in 3; one CI run met three), so the reference is the best of
+    three calls."""
     correspond = _pyedgeeval("pyEdgeEval._lib").correspond_pixels
     rng = np.random.default_rng(12)
     for _ in range(10):
         gt = _annotators(48, 64, 1, rng)[1][0]
         pred = thin(_soft_prediction(gt[None], rng) > 0.3)
         mine_pred, mine_gt = matching.correspond_pixels(pred, gt, max_dist=BSDS_TOLERANCE)
-        ref_pred, ref_gt, _, _ = correspond(pred.astype(float), gt.astype(float), max_dist=BSDS_TOLERANCE)
+        calls = [correspond(pred.astype(float), gt.astype(float), max_dist=BSDS_TOLERANCE) for _ in range(3)]
+        ref_pred, ref_gt, _, _ = max(calls, key=lambda call: int((call[1] > 0).sum()))
         size, weight = _csa_weight(ref_pred, BSDS_TOLERANCE)
         assert size == (ref_gt > 0).sum() and mine_pred.sum() == mine_gt.sum() >= size
         assert mine_pred.sum() - size <= 2
