@@ -6,7 +6,7 @@ backbone's extract and probe stages, run from the project root through `wdir: ..
 Why split per row: DVC parses and rewrites a stage's whole lock file every time that stage runs (its round-trip
 YAML parser and writer, in Python), and loads a dvc.yaml with its lock for every target named. With one file per
 backbone and grid, a stage rewrites a lock of one backbone's stages, whose size does not grow with the number of
-backbones, and a new backbone on a branch adds files of its own instead of editing everyone's lock
+backbones, and a new backbone on a branch adds files of its own instead of editing its grid's shared lock
 (benchmarks/dvc_scale.py measures it).
 
 Stage names stay unique across files (`extract-GRID-…@BACKBONE`, `GRID-TASK@BACKBONE` carry their grid and
