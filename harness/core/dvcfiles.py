@@ -35,7 +35,7 @@ def grid_folder(grid: str) -> Path:
 
 def row_file(grid: str, backbone: str) -> Path:
     """The dvc.yaml of one backbone's stages in `grid` (`backbone` spelled as in stage names, NAME.random)."""
-    return FOLDER / grid / backbone / ROOT_FILE.name
+    return grid_folder(grid) / backbone / ROOT_FILE.name
 
 
 def file_grid(dvc_file: Path) -> str | None:
@@ -84,9 +84,19 @@ def dvc_file(name: str) -> Path:
 
 
 def address(name: str) -> str:
-    """How DVC is told stage `name`: the bare name in the root file, `FILE:NAME` in a grid's."""
+    """How DVC is told stage `name`: the bare name in the root file, `FILE:NAME` in a row's."""
     file = dvc_file(name)
-    return name if file == ROOT_FILE else f"{file.as_posix()}:{name}"
+    return name if file == ROOT_FILE else _in_file(file, name)
+
+
+def row_address(grid: str, backbone: str, name: str) -> str:
+    """How DVC is told stage `name` of `backbone`'s row in `grid`, the row given rather than read from the name
+    (a run page knows its record's grid and backbone): `address(name)` for every stage the generator writes."""
+    return _in_file(row_file(grid, backbone), name)
+
+
+def _in_file(file: Path, name: str) -> str:
+    return f"{file.as_posix()}:{name}"
 
 
 def addresses(names: list[str]) -> list[str]:

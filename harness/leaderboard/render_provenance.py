@@ -57,9 +57,8 @@ def rerun_commands(record: Record) -> list[str]:
     """DVC's address of the stage (the row file of the record's grid and backbone: for a committed run,
     `dvcfiles.address` of its stage) and the CLI's verify command."""
     grid = grid_of(record.run_id)
-    row = dvcfiles.row_file(grid, stage_spelling(record.backbone_name))
     return [
-        f"dvc repro {row.as_posix()}:{stage_of(record)}",
+        f"dvc repro {dvcfiles.row_address(grid, stage_spelling(record.backbone_name), stage_of(record))}",
         f"visbench-harness verify grid={grid} task={record.task} backbone={record.backbone_name}",
     ]
 
