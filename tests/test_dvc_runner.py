@@ -4,8 +4,10 @@ running one died of it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -66,3 +68,42 @@ def test_a_lock_held_by_another_dvc_command_is_not_a_failed_run(tmp_path, monkey
         dvc_runner.repro_with_progress(["s0"])
     Path(script).write_text("import sys\nprint(\"Running stage 's0':\")\nsys.exit(1)\n")  # a stage that failed
     assert dvc_runner.repro_with_progress(["s0"]) == 1
+
+
+def _dvc_project(folder: Path) -> None:
+    """A git + DVC project of one stage whose command keeps a copy of DVC's rwlock as it stands while the stage
+    runs (DVC holds the stage's paths locked then)."""
+    folder.mkdir()
+    (folder / "dvc.yaml").write_text("stages:\n  peek:\n    cmd: cp .dvc/tmp/rwlock seen.json\n"
+                                     "    outs:\n    - seen.json:\n        cache: false\n")
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(command, cwd=folder, check=True, capture_output=True)
+
+
+def test_many_stages_reach_dvc_through_a_file_not_its_argv(tmp_path, monkeypatch):
+    """A command naming many stages runs as DVC would run it on the command line, but DVC's argv, which it writes
+    into its rwlock for every path of every stage it checks, stays short; the file is removed once read."""
+    project = tmp_path / "project"
+    _dvc_project(project)
+    monkeypatch.chdir(project)
+    targets = ["dvc.yaml:peek"] * (dvc_runner.ARGV_LIMIT // 10)  # DVC takes a stage named twice once
+    args = ["repro", "--single-item", *targets]
+    assert len(" ".join(args)) > dvc_runner.ARGV_LIMIT
+    command = dvc_runner.dvc_command(args)
+    args_file = Path(command[-1])
+    assert command[:-1] == [sys.executable, "-m", "harness.pipeline.dvc_args"] and args_file.is_file()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=dvc_runner.dvc_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Running stage 'peek'" in done.stdout
+    assert not args_file.exists()
+    held = json.loads((project / "seen.json").read_text())
+    recorded = {info["cmd"] for info in held.get("write", {}).values()}
+    recorded |= {info["cmd"] for infos in held.get("read", {}).values() for info in infos}
+    assert recorded and all(cmd.endswith(f" {args_file}") and "dvc.yaml:peek" not in cmd for cmd in recorded)
+    status = subprocess.run(dvc_runner.dvc_command(["status", "--json", *targets]), capture_output=True, text=True,
+                            check=True, env=dvc_runner.dvc_env())
+    assert json.loads(status.stdout) == {}  # the same stage, up to date: what `dvc status` alone prints
+
+
+def test_a_short_command_is_dvc_itself():
+    assert dvc_runner.dvc_command(["status", "--json"]) == [sys.executable, "-m", "dvc", "status", "--json"]

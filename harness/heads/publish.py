@@ -16,12 +16,12 @@ import contextlib
 import difflib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from harness.core import paths
 from harness.core.atomic import write_bytes_atomic, write_text_atomic
 from harness.core.config import ConfigError
+from harness.pipeline.dvc_runner import dvc_command
 from harness.runs.records import Record, read_records
 
 BUNDLE_FILES = ("head.safetensors", "record.json", "samples.csv", "README.md")
@@ -149,7 +149,7 @@ def publish(run_id: str, to: str) -> str:
 def _to_dvc(run_id: str, remote: str) -> str:
     folder = bundle(run_id, PUBLISHED / run_id.replace("@", "-at-"))
     for command in (["add", str(folder)], ["push", "-r", remote, f"{folder}.dvc"]):
-        result = subprocess.run([sys.executable, "-m", "dvc", *command], capture_output=True, text=True, check=False)
+        result = subprocess.run(dvc_command(command), capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise PublishError(f"dvc {' '.join(command)} failed: {(result.stderr or result.stdout).strip()[-800:]}; "
                                f"the bundle is in {folder}")

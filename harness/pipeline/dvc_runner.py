@@ -4,12 +4,14 @@ DVC's own output, and `--keep-going` so one failed stage never stops the others.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -21,6 +23,9 @@ _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
 _SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
 # DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock
 _BUSY = re.compile(r"^ERROR: (Unable to acquire lock|'.+' is busy)")
+# Arguments longer than this (joined) reach DVC through a file (harness.pipeline.dvc_args), not its argv: DVC
+# rewrites its whole argv into .dvc/tmp/rwlock for every path of every stage it checks
+ARGV_LIMIT = 1024
 
 
 class WorkspaceBusy(RuntimeError):
@@ -28,8 +33,15 @@ class WorkspaceBusy(RuntimeError):
 
 
 def dvc_command(args: list[str]) -> list[str]:
-    # the venv's own DVC, whatever PATH holds (a container's or the system's `dvc` may be another version)
-    return [sys.executable, "-m", "dvc", *args]
+    """The command that runs `dvc ARGS` with this venv's own DVC, whatever PATH holds (a container's or the
+    system's `dvc` may be another version). Long argument lists (many stages named) go through a file that the
+    command reads and removes (harness.pipeline.dvc_args), so DVC's argv stays short."""
+    if len(" ".join(args)) <= ARGV_LIMIT:
+        return [sys.executable, "-m", "dvc", *args]
+    descriptor, path = tempfile.mkstemp(prefix="visbench-dvc-args-", suffix=".json")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        json.dump(args, file)
+    return [sys.executable, "-m", "harness.pipeline.dvc_args", path]
 
 
 def dvc_env() -> dict[str, str]:
