@@ -294,7 +294,7 @@ def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool =
             if document is not None and stage_names(document) <= set(row):
                 middle.append(f"{path.as_posix()}:*" if glob else path.as_posix())
             else:
-                middle += [f"{path.as_posix()}:{name}" for name in row]
+                middle += dvcfiles.addresses(row)  # each in its row's file, `path`
     assert not any(fnmatch(t, "*[[]*") for t in middle)  # stage names hold no glob characters but '*' we add
     return [*head, *middle, *tail]
 
