@@ -284,17 +284,18 @@ def measurements(stages: dict[str, Any], grids: list[str], skip: set[str], proje
     last = grids[-1]
     one_grid, grid_count = cli_targets(stages, project, last)
     probe = next(name for name in reversed(list(stages)) if name.startswith(f"{last}-"))
-    repro = [str(DVC), "repro", "--single-item", "--glob"]
+    repro_args = ["repro", "--single-item", "--glob"]
+    repro = [str(DVC), *repro_args]
     table = {
         "dvc status": {"command": [str(DVC), "status"], "check": _check_status, "stages": len(stages)},
         "dvc repro (no-op)": {"command": [str(DVC), "repro", "--all-pipelines"], "check": _repro_check(len(stages)),
                               "stages": len(stages)},
         # as the CLI runs it (dvc_runner.dvc_command: this many targets reach DVC through a file), and the same
         # targets on DVC's own command line, which DVC copies into its rwlock for every path of every stage
-        "cli's dvc repro (no-op)": {"command": lambda: dvc_command([*repro[1:], *every]),
+        "cli's dvc repro (no-op)": {"command": lambda: dvc_command([*repro_args, *every]),
                                     "check": _repro_check(count), "stages": count},
         ON_ARGV: {"command": [*repro, *every], "check": _repro_check(count), "stages": count},
-        f"one grid ({last}) no-op": {"command": lambda: dvc_command([*repro[1:], *one_grid]),
+        f"one grid ({last}) no-op": {"command": lambda: dvc_command([*repro_args, *one_grid]),
                                      "check": _repro_check(grid_count), "stages": grid_count},
         "one stage's lock write": {"command": [str(DVC), "commit", "--force", "-q", dvcfiles.address(probe)],
                                    "check": _committed, "stages": 1},

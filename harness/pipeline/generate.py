@@ -405,12 +405,8 @@ def relocate_lock_entries(docs: dict[Path, dict[str, Any]], root: Path = Path(".
 
 def _grid_param_keys(documents: list[dict[str, Any]]) -> list[str]:
     """The params keys a grid's rows read, in their first-read order."""
-    keys: list[str] = []
-    for document in documents:
-        for stage in document["stages"].values():
-            for entry in stage["do"]["params"]:
-                keys += [key for values in entry.values() for key in values if key not in keys]
-    return keys
+    return list(dict.fromkeys(key for document in documents for stage in document["stages"].values()
+                              for entry in stage["do"]["params"] for values in entry.values() for key in values))
 
 
 def grid_params(docs: dict[Path, dict[str, Any]], params_file: Path = PARAMS_FILE) -> dict[Path, str]:
