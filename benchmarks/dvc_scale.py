@@ -20,16 +20,17 @@ The pipeline (the root dvc.yaml and one pipelines/<grid>/<backbone>/dvc.yaml per
 `harness.cli.main pipeline`; every out then gets a small placeholder (nothing is computed) and one
 `dvc commit --force` makes everything up to date. Then, interleaved, `--reps` times, each a whole process timed
 from outside (wall clock, and CPU from the kernel's rusage), every output checked: (a) `dvc status`;
-(b) `dvc repro --all-pipelines` (DVC's graph of every stage); (c) `dvc repro --single-item --glob` of every stage as
-the CLI names them (harness.pipeline.generate.dvc_targets: a row as its file) and runs DVC
-(harness.pipeline.dvc_runner.dvc_command: past 1 KB of arguments, through a file), and the same targets on DVC's
-own command line; (d) the CLI's command for the last grid alone; (e) `dvc commit --force` of one probe stage,
-DVC's bookkeeping after a stage has run (hash its outputs, rewrite its entry in its row's lock); (f) the CLI's
-planning path `python -m harness.cli.main grid=… dry_run=true`; (g) DVC's floor: a no-op `dvc repro` of as many
-stages as (d) checks, each the least a stage can be (`cmd: "true"`, one file dep, one file out, no params) in one
-dvc.yaml of a project of their own: what DVC's per-stage bookkeeping alone costs, the peer (d) is divided by. Results:
-benchmarks/results/dvc_scale-<machine>.json (benchmarks/runner.py; measurement names start with the size); a
-summary with the load per size: build/bench-dvc-scale/<BxT>.json.
+(b) `dvc repro --all-pipelines` (DVC's graph of every stage); (c) what the CLI runs when nothing is out of date
+(harness.pipeline.dvc_runner.repro_with_progress): `dvc status --json` of every stage as the CLI names them
+(harness.pipeline.generate.dvc_targets: a row as its file) through harness.pipeline.dvc_runner.dvc_command (past
+1 KB of arguments, in a file), and, beside it, `dvc repro --single-item --glob` of the same targets, through a file
+and on DVC's own command line; (d) the same two for the last grid alone; (e) `dvc commit --force` of one probe
+stage, DVC's bookkeeping after a stage has run (hash its outputs, rewrite its entry in its row's lock); (f) the
+CLI's planning path `python -m harness.cli.main grid=… dry_run=true`; (g) DVC's floor: a no-op `dvc repro`, and a
+`dvc status`, of as many stages as (d) checks, each the least a stage can be (`cmd: "true"`, one file dep, one
+file out, no params) in one dvc.yaml of a project of their own: what DVC's per-stage bookkeeping alone costs, the
+peers (d) is divided by. Results: benchmarks/results/dvc_scale-<machine>.json (benchmarks/runner.py; measurement
+names start with the size); a summary with the load per size: build/bench-dvc-scale/<BxT>.json.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from runner import Bench, ProcessTime, run_timed
 
 from harness.core import dvcfiles
 from harness.pipeline.dvc_runner import dvc_command
+from harness.pipeline.expand import Stage, expand
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "build" / "bench-dvc-scale"
@@ -88,7 +90,6 @@ for index in range({count}):
     register_custom_backbone(f"scale_bb{{index:03d}}", lambda: nn.Conv2d(3, 8, 16, stride=16), input_size=64)
 """
 FILE_SUFFIXES = (".json", ".jsonl", ".csv", ".md", ".safetensors", ".txt")  # an out without one is a folder
-_VARIABLE = re.compile(r"\$\{(key|item)(?:\.([A-Za-z0-9_]+))?\}")
 
 
 def sh(*command: str | Path, cwd: Path, env: dict[str, str]) -> str:
@@ -160,46 +161,11 @@ def make_project(folder: Path, backbones: list[str], rows: list[tuple[str, str, 
     sh(PYTHON, "-m", "harness.cli.main", "pipeline", cwd=folder, env=env)
 
 
-def _substitute(value: Any, key: str, item: Any) -> Any:
-    """One foreach member's copy of a `do` template: ${key}, ${item} and ${item.FIELD} replaced, as DVC does."""
-    if isinstance(value, str):
-        def one(match: re.Match[str]) -> str:
-            base = key if match[1] == "key" else item
-            return str(base[match[2]] if match[2] else base)
-
-        return _VARIABLE.sub(one, value)
-    if isinstance(value, list):
-        return [_substitute(v, key, item) for v in value]
-    if isinstance(value, dict):
-        return {_substitute(k, key, item): _substitute(v, key, item) for k, v in value.items()}
-    return value
-
-
-def expand_stages(dvc_yaml: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every stage by the name DVC gives it (`GROUP@KEY` for a foreach member: a list's value, a dict's key),
-    in dvc.yaml's order, which lists each stage after the ones it reads from."""
-    stages: dict[str, dict[str, Any]] = {}
-    for name, stage in dvc_yaml["stages"].items():
-        if "foreach" not in stage:
-            stages[name] = stage
-            continue
-        members = stage["foreach"]
-        pairs = members.items() if isinstance(members, dict) else ((m, m) for m in members)
-        for key, item in pairs:
-            stages[f"{name}@{key}"] = _substitute(stage["do"], str(key), item)
-    return stages
-
-
-def _paths(entries: list[Any]) -> list[str]:
-    """Out paths: an entry is a path or {path: options}."""
-    return [entry if isinstance(entry, str) else next(iter(entry)) for entry in entries]
-
-
-def place_outs(project: Path, stages: dict[str, dict[str, Any]]) -> int:
+def place_outs(project: Path, stages: dict[str, Stage]) -> int:
     """A small placeholder for every out (and metric) of every stage, instead of running it; the count made."""
     made = 0
     for stage in stages.values():
-        for out in _paths([*stage.get("outs", []), *stage.get("metrics", [])]):
+        for out in stage.outs:
             path = project / out
             if path.exists():  # written by the generator itself (the code fingerprints)
                 continue
@@ -231,16 +197,19 @@ def make_floor_project(folder: Path, count: int, env: dict[str, str]) -> None:
     sh(DVC, "commit", "--force", "-q", cwd=folder, env=env)
 
 
-def missing_deps(project: Path, stages: dict[str, dict[str, Any]]) -> list[str]:
+def missing_deps(project: Path, stages: dict[str, Stage]) -> list[str]:
     """Dependencies nothing here provides: DVC refuses to commit (or check) a stage with one."""
-    return sorted({dep for stage in stages.values() for dep in stage.get("deps", []) if not (project / dep).exists()})
+    return sorted({dep for stage in stages.values() for dep in stage.deps if not (project / dep).exists()})
 
 
 # -- the measurements ------------------------------------------------------------------------------------------------
 
 UP_TO_DATE = "Data and pipelines are up to date."
 FLOOR = "DVC's floor: as many minimal stages no-op"
+FLOOR_STATUS = "DVC's floor: dvc status of as many minimal stages"
 ON_ARGV = "cli's targets on dvc's argv (no-op)"
+CLI_NO_OP = "cli's no-op (dvc status of its targets)"
+REPRO_TARGETS = "cli's dvc repro (no-op)"
 
 
 Check = Callable[[str], str | None]  # a run's output → what is wrong with it, or None
@@ -265,24 +234,31 @@ def _committed(output: str) -> str | None:
     return "dvc commit failed" if "ERROR" in output else None
 
 
-def cli_targets(stages: dict[str, Any], project: Path, grid: str | None = None) -> tuple[list[str], int]:
+def cli_targets(stages: dict[str, Stage], project: Path, grid: str | None = None, glob: bool = True
+                ) -> tuple[list[str], int]:
     """The targets the CLI names for every stage (grid None) or for one grid's (with the code stage and the
-    prepare stages): harness.pipeline.generate.dvc_targets, as `dvc repro --glob` is told them (a grid whose
-    stages are all selected is its file, `pipelines/G/dvc.yaml:*`); and how many stages they are."""
+    prepare stages): harness.pipeline.generate.dvc_targets, as `dvc repro --glob` (or, not `glob`, `dvc status`)
+    is told them (a row whose stages are all selected is its file); and how many stages they are."""
     from harness.pipeline.generate import dvc_targets
 
     names = [name for name in stages if grid is None or name == "codedeps" or name.startswith("prepare-")
              or dvcfiles.stage_grid(name) == grid]
-    return dvc_targets(names, dvcfiles.load_documents(project), glob=True), len(names)
+    return dvc_targets(names, dvcfiles.load_documents(project), glob=glob), len(names)
 
 
-def measurements(stages: dict[str, Any], grids: list[str], skip: set[str], project: Path, floor: Path
+def _check_nothing_stale(output: str) -> str | None:
+    return None if output.strip() == "{}" else "dvc status --json reports a stage out of date"
+
+
+def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], project: Path, floor: Path
                  ) -> dict[str, dict[str, Any]]:
     """What is timed: the command, how its output is checked, how many stages it covers, and where it runs
     (`cwd`, the project unless named)."""
     every, count = cli_targets(stages, project)
+    every_status, _ = cli_targets(stages, project, glob=False)
     last = grids[-1]
     one_grid, grid_count = cli_targets(stages, project, last)
+    one_grid_status, _ = cli_targets(stages, project, last, glob=False)
     probe = next(name for name in reversed(list(stages)) if name.startswith(f"{last}-"))
     repro_args = ["repro", "--single-item", "--glob"]
     repro = [str(DVC), *repro_args]
@@ -290,11 +266,19 @@ def measurements(stages: dict[str, Any], grids: list[str], skip: set[str], proje
         "dvc status": {"command": [str(DVC), "status"], "check": _check_status, "stages": len(stages)},
         "dvc repro (no-op)": {"command": [str(DVC), "repro", "--all-pipelines"], "check": _repro_check(len(stages)),
                               "stages": len(stages)},
-        # as the CLI runs it (dvc_runner.dvc_command: this many targets reach DVC through a file), and the same
-        # targets on DVC's own command line, which DVC copies into its rwlock for every path of every stage
-        "cli's dvc repro (no-op)": {"command": lambda: dvc_command([*repro_args, *every]),
-                                    "check": _repro_check(count), "stages": count},
+        # what the CLI runs (dvc_runner.repro_with_progress) when nothing is out of date: `dvc status` of its
+        # targets, and no `dvc repro`; through dvc_runner.dvc_command, so this many targets reach DVC in a file
+        CLI_NO_OP: {"command": lambda: dvc_command(["status", "--json", *every_status]),
+                    "check": _check_nothing_stale, "stages": count},
+        # `dvc repro` of the same targets (what the CLI ran before it asked `dvc status` first, and still runs
+        # when every stage is a candidate), and those targets on DVC's own command line, which DVC copies into
+        # its rwlock for every path of every stage
+        REPRO_TARGETS: {"command": lambda: dvc_command([*repro_args, *every]), "check": _repro_check(count),
+                        "stages": count},
         ON_ARGV: {"command": [*repro, *every], "check": _repro_check(count), "stages": count},
+        f"one grid ({last}): cli's no-op (dvc status)": {
+            "command": lambda: dvc_command(["status", "--json", *one_grid_status]), "check": _check_nothing_stale,
+            "stages": grid_count},
         f"one grid ({last}) no-op": {"command": lambda: dvc_command([*repro_args, *one_grid]),
                                      "check": _repro_check(grid_count), "stages": grid_count},
         "one stage's lock write": {"command": [str(DVC), "commit", "--force", "-q", dvcfiles.address(probe)],
@@ -303,6 +287,8 @@ def measurements(stages: dict[str, Any], grids: list[str], skip: set[str], proje
                         "check": _check_status, "stages": count},
         FLOOR: {"command": [*repro, "dvc.yaml:*"], "check": _repro_check(grid_count), "stages": grid_count,
                 "cwd": floor},
+        FLOOR_STATUS: {"command": [str(DVC), "status", "--json", "dvc.yaml"], "check": _check_nothing_stale,
+                       "stages": grid_count, "cwd": floor},
     }
     return {name: spec for name, spec in table.items() if name not in skip}
 
@@ -373,7 +359,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
         make_project(project, backbones, rows, env, args.harness.resolve())
         documents = dvcfiles.load_documents(project)
         # root stages but collect and site, then each grid's, then collect and site: an order DVC can run
-        stages = {name: stage for document in documents.values() for name, stage in expand_stages(document).items()}
+        stages = expand(documents)
         stages = {**{n: s for n, s in stages.items() if n not in ("collect", "site")},
                   **{n: s for n, s in stages.items() if n in ("collect", "site")}}
         outs = place_outs(project, stages)
@@ -400,8 +386,9 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
               + (f"; project {project}" if args.keep else ""), flush=True)
         floor = work / "floor"
         plan = measurements(stages, grids, skip, project, floor)
-        if FLOOR in plan:
-            make_floor_project(floor, plan[FLOOR]["stages"], env)
+        floor_stages = next((spec["stages"] for name, spec in plan.items() if name in (FLOOR, FLOOR_STATUS)), None)
+        if floor_stages is not None:
+            make_floor_project(floor, floor_stages, env)
         # the CLI's first call checks params.yaml and stamps it; later ones (what a user re-runs) skip that
         if "cli dry_run" in plan:
             run_checked("cli dry_run (warm-up)", plan["cli dry_run"]["command"], project, env,
@@ -434,16 +421,23 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
             for sample in samples[name]:
                 bench.add_time(f"{label}: {name}", sample)
             bench.describe(f"{label}: {name}", stages=spec["stages"])
-        if "cli's dvc repro (no-op)" in plan and "dvc repro (no-op)" in plan:
-            bench.ratio(f"{label}: the CLI's targets ÷ DVC's graph of every stage", f"{label}: cli's dvc repro (no-op)",
+        if REPRO_TARGETS in plan and "dvc repro (no-op)" in plan:
+            bench.ratio(f"{label}: the CLI's targets ÷ DVC's graph of every stage", f"{label}: {REPRO_TARGETS}",
                         f"{label}: dvc repro (no-op)")
-        if "cli's dvc repro (no-op)" in plan and ON_ARGV in plan:
+        if REPRO_TARGETS in plan and ON_ARGV in plan:
             bench.ratio(f"{label}: the CLI's targets on DVC's argv ÷ through a file", f"{label}: {ON_ARGV}",
-                        f"{label}: cli's dvc repro (no-op)")
-        grid_name = next((name for name in plan if name.startswith("one grid")), None)
-        if grid_name is not None and FLOOR in plan:
-            bench.ratio(f"{label}: one grid's no-op ÷ DVC's floor for as many stages", f"{label}: {grid_name}",
-                        f"{label}: {FLOOR}")
+                        f"{label}: {REPRO_TARGETS}")
+        if REPRO_TARGETS in plan and CLI_NO_OP in plan:
+            bench.ratio(f"{label}: dvc repro of the CLI's targets ÷ the CLI's dvc status of them",
+                        f"{label}: {REPRO_TARGETS}", f"{label}: {CLI_NO_OP}")
+        grid_repro = f"one grid ({grids[-1]}) no-op"
+        grid_status = f"one grid ({grids[-1]}): cli's no-op (dvc status)"
+        if grid_repro in plan and grid_status in plan:
+            bench.ratio(f"{label}: one grid, dvc repro ÷ the CLI's dvc status", f"{label}: {grid_repro}",
+                        f"{label}: {grid_status}")
+        for name, peer in ((grid_status, FLOOR_STATUS), (grid_repro, FLOOR)):
+            if name in plan and peer in plan:
+                bench.ratio(f"{label}: {name} ÷ {peer}", f"{label}: {name}", f"{label}: {peer}")
         bench.note(f"{label}: {len(backbones)} backbones × {len(rows)} tasks, {len(stages)} stages in "
                    f"{len(documents)} dvc.yaml files; locks {lock_bytes} bytes in all, the largest {largest}; "
                    f"load {load_before.split('load average:')[-1].strip()} before, "

@@ -39,9 +39,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _all_stale(monkeypatch) -> None:
+    """`dvc status` (which the stand-in cannot answer) reports every target out of date."""
+    monkeypatch.setattr(dvc_runner, "stale_stages", lambda stages, docs=None, echo=True: set(stages))
+
+
 def test_an_interrupt_stops_dvc_and_its_stage_not_just_the_stage(tmp_path, monkeypatch):
     script, pids = tmp_path / "dvc.py", tmp_path / "pids"
     script.write_text(KEEPS_GOING)
+    _all_stale(monkeypatch)
     monkeypatch.setattr(dvc_runner, "dvc_command", lambda args: [sys.executable, str(script), str(pids)])
     # SIGTERM (a scheduler's or `timeout`'s stop) is handled as Ctrl-C is
     threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
@@ -107,3 +113,89 @@ def test_many_stages_reach_dvc_through_a_file_not_its_argv(tmp_path, monkeypatch
 
 def test_a_short_command_is_dvc_itself():
     assert dvc_runner.dvc_command(["status", "--json"]) == [sys.executable, "-m", "dvc", "status", "--json"]
+
+
+CHAIN = """stages:
+  first:
+    cmd: cp in.txt a.txt && echo first >> ran.log
+    deps: [in.txt]
+    outs: [a.txt]
+  second:
+    cmd: cp a.txt b.txt && echo second >> ran.log
+    deps: [a.txt]
+    outs: [b.txt]
+  other:
+    cmd: cp other.txt c.txt && echo other >> ran.log
+    deps: [other.txt]
+    outs: [c.txt]
+"""
+
+
+def test_the_cli_reproduces_what_dvc_status_finds_stale_and_its_readers_only(tmp_path, monkeypatch, caplog, capsys):
+    """A real DVC project: the first run runs all three stages; with nothing changed, `dvc repro` is not even
+    started; after an edit of `first`'s input, `first` and `second` (which reads `first`'s output) run, `other`
+    does not."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(command, cwd=project, check=True, capture_output=True)
+    (project / "dvc.yaml").write_text(CHAIN)
+    (project / "in.txt").write_text("1\n")
+    (project / "other.txt").write_text("x\n")
+    monkeypatch.chdir(project)
+    ran = project / "ran.log"
+    caplog.set_level("INFO", logger="visbench")
+    assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
+    assert ran.read_text().split() == ["first", "second", "other"]
+    assert dvc_runner.stale_stages(["first", "second", "other"]) == set()
+    caplog.clear()
+    capsys.readouterr()
+    assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
+    assert "dvc status: all 3 stages up to date; nothing to reproduce" in caplog.text
+    assert "$ dvc repro" not in caplog.text and capsys.readouterr().out == ""  # DVC's repro never started
+    (project / "in.txt").write_text("2\n")
+    ran.write_text("")
+    assert dvc_runner.stale_stages(["first", "second", "other"]) == {"first"}  # second's input has not changed yet
+    caplog.clear()
+    assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
+    assert ran.read_text().split() == ["first", "second"]
+    assert "1 of 3 stages out of date; dvc repro of those and the 1 reading their outputs" in caplog.text
+    assert (project / "b.txt").read_text() == "2\n"
+
+
+def test_stages_reading_a_stale_stages_outputs_are_reproduced_with_it(repo_root):
+    """On the committed pipeline: a dataset's prepare stage out of date brings in the extract stages reading its
+    data, the probes reading their features, and collect and site; nothing reading another dataset."""
+    from harness.core import dvcfiles
+    from harness.pipeline.expand import expand, with_downstream
+
+    stages = expand(dvcfiles.load_documents())
+    names = [*(n for n in stages if n not in ("collect", "site")), "collect", "site"]  # an order DVC can run
+    kept = with_downstream(names, {"prepare-fashion_mnist"}, stages)
+    extracts = [n for n in names if n.startswith("extract-") and "-fashion_mnist@" in n]
+    assert extracts and set(extracts) <= set(kept)
+    probe = "default-classification@efficientnet_lite0"
+    assert probe in kept and "collect" in kept and "site" in kept
+    assert [n for n in names if n in kept] == kept  # the given order
+    reads = {n for n in kept if n.startswith("extract-")}
+    assert reads == set(extracts)  # no other dataset's extraction
+    assert not any(n.startswith("prepare-") and n != "prepare-fashion_mnist" for n in kept)
+    assert "default-correspondence@efficientnet_lite0" not in kept  # reads the homography pairs' features
+    # the code fingerprints are read by every stage: all of them may change
+    assert with_downstream(names, {"codedeps"}, stages) == names
+    assert with_downstream(names, set(), stages) == []
+
+
+def test_a_stage_reads_a_folder_around_or_inside_what_another_writes():
+    from harness.pipeline.expand import Stage, with_downstream
+
+    stages = {
+        "make": Stage("make", "", ("src",), (), ("features/a/b",)),
+        "inside": Stage("inside", "", ("features/a/b/x.npy",), (), ("r1",)),
+        "around": Stage("around", "", ("features",), (), ("r2",)),
+        "beside": Stage("beside", "", ("features/a/c",), (), ("r3",)),
+        "params": Stage("params", "", (), ("r2",), ("r4",)),
+    }
+    names = list(stages)
+    assert with_downstream(names, {"make"}, stages) == ["make", "inside", "around", "params"]
+    assert with_downstream([*names, "unknown"], {"beside"}, stages) == ["beside", "unknown"]  # DVC decides

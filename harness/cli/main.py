@@ -128,8 +128,9 @@ def run_grid(overrides: dict) -> int:
         from harness.pipeline.dvc_runner import grouped
 
         return _dvc("status", *grouped(targets))
-    # Locally, one DVC call runs everything: the selected runs' stages in dependency order, then collect and
-    # site (--single-item: collect must not pull in the runs this invocation did not select).
+    # Locally, `dvc status` of the selected runs' stages (in dependency order, then collect and site), then one
+    # `dvc repro --single-item` of those out of date and their readers (--single-item: collect must not pull in
+    # the runs this invocation did not select).
     code, collected = run_stages(executor, runs, targets, devices)
     failed, upstream_failed = find_failures(runs, dvc_failed=code != 0)
     harness_errors = []

@@ -66,9 +66,8 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
     site ran), as the local executor returns."""
     from harness.core import dvcfiles
     from harness.core.config import load_params
-    from harness.executors.worker import stale_stages
     from harness.pipeline import generate as pipeline
-    from harness.pipeline.dvc_runner import repro_with_progress, run_dvc
+    from harness.pipeline.dvc_runner import repro_with_progress, run_dvc, stale_stages
 
     prepares = list(dict.fromkeys(run.prepare_stage for run in runs))
     if repro_with_progress(prepares):

@@ -27,8 +27,7 @@ import yaml
 
 from harness.core import dvcfiles
 from harness.core.paths import failure_path
-from harness.executors.worker import stale_stages
-from harness.pipeline.dvc_runner import dvc_command
+from harness.pipeline.dvc_runner import dvc_command, stale_stages
 
 log = logging.getLogger("visbench")
 _REFUSE = """#!/bin/sh

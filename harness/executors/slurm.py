@@ -38,8 +38,8 @@ from harness.executors.checkout import Snapshot, job_script, outside_links, take
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
 from harness.executors.restore import commit_probe_stages, mirror_failure_files, read_lock, restore_cached_stages
 from harness.executors.worker import LOCK as RETURNED_LOCK
-from harness.executors.worker import RETURNED, stale_stages
-from harness.pipeline.dvc_runner import dvc_command, run_dvc
+from harness.executors.worker import RETURNED
+from harness.pipeline.dvc_runner import dvc_command, run_dvc, stale_stages
 from harness.pipeline.plan import Run
 
 log = logging.getLogger("visbench")

@@ -36,7 +36,7 @@ from pathlib import Path
 from harness.core import dvcfiles
 from harness.core.paths import failure_path
 from harness.executors.checkout import link_outside_paths
-from harness.pipeline.dvc_runner import dvc_command
+from harness.pipeline.dvc_runner import dvc_command, stale_stages
 
 RETURNED = "returned"
 LOCK = "dvc.lock"  # in RETURNED: the entries of every lock file of the job's checkout
@@ -48,19 +48,6 @@ def _dvc(args: list[str], stages: list[str]) -> int:
     started."""
     print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join([*args, *stages])}", flush=True)
     return subprocess.run(dvc_command([*args, *dvcfiles.addresses(stages)]), check=False).returncode
-
-
-def stale_stages(stages: list[str]) -> set[str] | None:
-    """The stages (names) `dvc status` reports as not up to date; None when DVC could not tell."""
-    out = subprocess.run(dvc_command(["status", "--json", *dvcfiles.addresses(stages)]),
-                         capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        print(out.stdout + out.stderr, flush=True)
-        return None
-    try:
-        return {dvcfiles.stage_of(address) for address in json.loads(out.stdout or "{}")}
-    except json.JSONDecodeError:
-        return None
 
 
 def _copy(source: Path, destination: Path) -> None:

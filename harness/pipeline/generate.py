@@ -37,6 +37,7 @@ from harness.core.registry import PACKAGE_ROOT
 from harness.datasets.kinds import data_paths
 from harness.pipeline import fingerprints, topology
 from harness.pipeline.checks import check_params
+from harness.pipeline.expand import expand
 
 DVC_FILE = dvcfiles.ROOT_FILE
 ROW_WDIR = "../../.."  # pipelines/<grid>/<backbone>/ → the project root, where every path in params and dvc.yaml starts
@@ -316,27 +317,9 @@ def _grid_order(by_grid: dict[str, dict[Path, list[str]]], docs: dict[Path, dict
 
 
 def stage_commands(docs: dict[Path, dict[str, Any]]) -> dict[str, str]:
-    """Each stage's command as DVC runs it: a foreach group's template with `${key}`, `${item}` and
-    `${item.FIELD}` filled in for each of its items (what `harness.executors.parallel` starts itself)."""
-    import re
-
-    commands: dict[str, str] = {}
-    for document in docs.values():
-        for name, stage in document["stages"].items():
-            foreach = stage.get("foreach")
-            if foreach is None:
-                commands[name] = stage["cmd"]
-                continue
-            entries = foreach.items() if isinstance(foreach, dict) else ((item, item) for item in foreach)
-            for key, item in entries:
-                def fill(match: re.Match, key: str = key, item: Any = item) -> str:
-                    field = match.group(1)
-                    if field == "key":
-                        return str(key)
-                    return str(item) if field == "item" else str(item[field.removeprefix("item.")])
-
-                commands[f"{name}@{key}"] = re.sub(r"\$\{(key|item(?:\.\w+)?)\}", fill, stage["do"]["cmd"])
-    return commands
+    """Each stage's command as DVC runs it, its foreach template filled in (what `harness.executors.parallel`
+    starts itself)."""
+    return {name: stage.cmd for name, stage in expand(docs).items()}
 
 
 def stale_lock_entries(names: set[str], path: Path) -> list[str]:
