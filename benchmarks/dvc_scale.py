@@ -247,7 +247,8 @@ def cli_targets(stages: dict[str, Stage], project: Path, grid: str | None = None
 
 
 def _check_nothing_stale(output: str) -> str | None:
-    return None if output.strip() == "{}" else "dvc status --json reports a stage out of date"
+    """`dvc status --json` printed `{}` (the log's last line; its first is the command)."""
+    return None if output.strip().splitlines()[-1:] == ["{}"] else "dvc status --json reports a stage out of date"
 
 
 def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], project: Path, floor: Path
