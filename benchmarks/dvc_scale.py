@@ -5,6 +5,7 @@ numbers and asserts nothing about time.
 
     .venv/bin/python benchmarks/dvc_scale.py                                   # 14 × 20, 3 repetitions
     .venv/bin/python benchmarks/dvc_scale.py --sizes 14x20,100x30 --reps 1
+    .venv/bin/python benchmarks/dvc_scale.py --sizes 14x20:1000                # folders of 1000 files
     .venv/bin/python benchmarks/dvc_scale.py --harness ../old-checkout/harness  # another tree
 
 The scratch project (a temporary folder; `--keep` keeps it) has `harness` linked to this checkout's (or
@@ -17,8 +18,11 @@ own extraction). `--tasks N` takes the first N of those 30 rows. Backbones: 14 r
 weights file, then as many tiny plugin backbones (`plugins/scale_backbones.py`) as `--backbones` asks for.
 
 The pipeline (the root dvc.yaml and one pipelines/<grid>/<backbone>/dvc.yaml per row, each with its lock) is made by
-`harness.cli.main pipeline`; every out then gets a small placeholder (nothing is computed) and one
-`dvc commit --force` makes everything up to date. Then, interleaved, `--reps` times, each a whole process timed
+`harness.cli.main pipeline`; every out then gets a small placeholder (nothing is computed: a file, or a folder of
+one file, or of F files for a size given as `BxT:F`) and one `dvc commit --force` makes everything up to date. A
+real pipeline's folders are larger (a prepared dataset or a stage's features is hundreds to thousands of files),
+and DVC walks every file of a folder dependency for each stage it checks, so `:F` measures what that adds.
+Then, interleaved, `--reps` times, each a whole process timed
 from outside (wall clock, and CPU from the kernel's rusage), every output checked: (a) `dvc status`;
 (b) `dvc repro --all-pipelines` (DVC's graph of every stage); (c) what the CLI runs when nothing is out of date
 (harness.pipeline.dvc_runner.repro_with_progress): `dvc status --json` of every stage as the CLI names them
@@ -161,8 +165,9 @@ def make_project(folder: Path, backbones: list[str], rows: list[tuple[str, str, 
     sh(PYTHON, "-m", "harness.cli.main", "pipeline", cwd=folder, env=env)
 
 
-def place_outs(project: Path, stages: dict[str, Stage]) -> int:
-    """A small placeholder for every out (and metric) of every stage, instead of running it; the count made."""
+def place_outs(project: Path, stages: dict[str, Stage], folder_files: int = 1) -> int:
+    """A small placeholder for every out (and metric) of every stage, instead of running it: a file, or a folder
+    of `folder_files` files; the count of outs made."""
     made = 0
     for stage in stages.values():
         for out in stage.outs:
@@ -174,7 +179,8 @@ def place_outs(project: Path, stages: dict[str, Stage]) -> int:
                 path.write_text(f"placeholder for {out}\n")
             else:
                 path.mkdir(parents=True, exist_ok=True)
-                (path / "placeholder.txt").write_text(f"placeholder for {out}\n")
+                for index in range(folder_files):
+                    (path / f"placeholder{index:05d}.txt").write_text(f"placeholder {index} for {out}\n")
             made += 1
     return made
 
@@ -324,8 +330,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default=f"{len(BACKBONES)}x20",
-                        help="comma-separated BACKBONESxTASKS projects, each measured in turn (beyond 14 backbones: "
-                             f"plugins; tasks 1..{len(ROWS)})")
+                        help="comma-separated BACKBONESxTASKS[:FILES] projects, each measured in turn (beyond 14 "
+                             f"backbones: plugins; tasks 1..{len(ROWS)}; FILES: the files placed in each folder out "
+                             "(prepared data, features), 1 unless given)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated measurements to leave out")
     parser.add_argument("--harness", type=Path, default=REPO / "harness", help="the harness package to link")
@@ -333,20 +340,22 @@ def main() -> None:
     args = parser.parse_args()
     sizes = []
     for size in args.sizes.split(","):
-        match = re.fullmatch(r"(\d+)x(\d+)", size.strip())
-        if not match or int(match[1]) < 1 or not 1 <= int(match[2]) <= len(ROWS) or args.reps < 1:
-            raise SystemExit(f"dvc_scale: --sizes BxT[,BxT…] with B ≥ 1 and T in 1..{len(ROWS)}; --reps ≥ 1")
-        sizes.append((int(match[1]), int(match[2])))
+        match = re.fullmatch(r"(\d+)x(\d+)(?::(\d+))?", size.strip())
+        if (not match or int(match[1]) < 1 or not 1 <= int(match[2]) <= len(ROWS) or args.reps < 1
+                or int(match[3] or 1) < 1):
+            raise SystemExit(f"dvc_scale: --sizes BxT[:F][,…] with B ≥ 1, T in 1..{len(ROWS)}, F ≥ 1; --reps ≥ 1")
+        sizes.append((int(match[1]), int(match[2]), int(match[3] or 1)))
     # one results file for every size (benchmarks/results/dvc_scale-<machine>.json): measurement names carry it
     bench = Bench("dvc_scale", argv=sys.argv)
-    for backbones, tasks in sizes:
-        measure_size(bench, backbones, tasks, args)
+    for backbones, tasks, folder_files in sizes:
+        measure_size(bench, backbones, tasks, folder_files, args)
     print(f"results: {bench.write()}")
 
 
-def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argparse.Namespace) -> None:
+def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_files: int, args: argparse.Namespace
+                 ) -> None:
     backbones, rows = backbone_names(backbone_count), list(ROWS[:task_count])
-    label = f"{backbone_count}x{task_count}"
+    label = f"{backbone_count}x{task_count}" + (f":{folder_files}" if folder_files > 1 else "")
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     env = {**os.environ, "DVC_NO_ANALYTICS": "1",
            "PATH": f"{PYTHON.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -363,7 +372,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
         stages = expand(documents)
         stages = {**{n: s for n, s in stages.items() if n not in ("collect", "site")},
                   **{n: s for n, s in stages.items() if n in ("collect", "site")}}
-        outs = place_outs(project, stages)
+        outs = place_outs(project, stages, folder_files)
         missing = missing_deps(project, stages)
         if missing:
             raise SystemExit(f"dvc_scale: dependencies no stage or placeholder provides: {', '.join(missing)}")
@@ -383,7 +392,8 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
         lock_bytes, largest = sum(locks.values()), max(locks.values())
         print(f"{len(backbones)} backbones × {len(rows)} tasks = {probes} probe stages, {len(stages)} stages in all "
               f"in {len(documents)} dvc.yaml files ({len(locks)} locks, {lock_bytes / 1e6:.2f} MB in all, the largest "
-              f"{largest / 1e6:.2f} MB; {outs} outs placed); set up and committed in {setup_s:.1f} s"
+              f"{largest / 1e6:.2f} MB; {outs} outs placed, a folder holding {folder_files} files); set up and "
+              f"committed in {setup_s:.1f} s"
               + (f"; project {project}" if args.keep else ""), flush=True)
         floor = work / "floor"
         plan = measurements(stages, grids, skip, project, floor)
@@ -414,7 +424,8 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
             "date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu_count": os.cpu_count(), "label": label,
             "harness": str(args.harness), "dvc": sh(DVC, "version", cwd=project, env=env).splitlines()[0],
             "backbones": len(backbones), "tasks": [list(row) for row in rows], "probe_stages": probes,
-            "stages": len(stages), "dvc_lock_bytes": lock_bytes, "largest_lock_bytes": largest,
+            "stages": len(stages), "folder_files": folder_files, "dvc_lock_bytes": lock_bytes,
+            "largest_lock_bytes": largest,
             "dvc_files": len(documents), "outs_placed": outs, "reps": args.reps,
             "setup_s": setup_s, "load_before": load_before, "load_after": load_after, "results": results,
         }
@@ -440,7 +451,8 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, args: argpa
             if name in plan and peer in plan:
                 bench.ratio(f"{label}: {name} ÷ {peer}", f"{label}: {name}", f"{label}: {peer}")
         bench.note(f"{label}: {len(backbones)} backbones × {len(rows)} tasks, {len(stages)} stages in "
-                   f"{len(documents)} dvc.yaml files; locks {lock_bytes} bytes in all, the largest {largest}; "
+                   f"{len(documents)} dvc.yaml files, {folder_files} files in each folder out; locks {lock_bytes} "
+                   f"bytes in all, the largest {largest}; "
                    f"load {load_before.split('load average:')[-1].strip()} before, "
                    f"{load_after.split('load average:')[-1].strip()} after")
         OUT.mkdir(parents=True, exist_ok=True)
