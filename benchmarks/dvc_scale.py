@@ -218,6 +218,14 @@ CLI_NO_OP = "cli's no-op (dvc status of its targets)"
 REPRO_TARGETS = "cli's dvc repro (no-op)"
 
 
+def grid_status_name(grid: str) -> str:
+    return f"one grid ({grid}): cli's no-op (dvc status)"
+
+
+def grid_repro_name(grid: str) -> str:
+    return f"one grid ({grid}) no-op"
+
+
 Check = Callable[[str], str | None]  # a run's output → what is wrong with it, or None
 
 
@@ -283,11 +291,11 @@ def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], pro
         REPRO_TARGETS: {"command": lambda: dvc_command([*repro_args, *every]), "check": _repro_check(count),
                         "stages": count},
         ON_ARGV: {"command": [*repro, *every], "check": _repro_check(count), "stages": count},
-        f"one grid ({last}): cli's no-op (dvc status)": {
+        grid_status_name(last): {
             "command": lambda: dvc_command(["status", "--json", *one_grid_status]), "check": _check_nothing_stale,
             "stages": grid_count},
-        f"one grid ({last}) no-op": {"command": lambda: dvc_command([*repro_args, *one_grid]),
-                                     "check": _repro_check(grid_count), "stages": grid_count},
+        grid_repro_name(last): {"command": lambda: dvc_command([*repro_args, *one_grid]),
+                                "check": _repro_check(grid_count), "stages": grid_count},
         "one stage's lock write": {"command": [str(DVC), "commit", "--force", "-q", dvcfiles.address(probe)],
                                    "check": _committed, "stages": 1},
         "cli dry_run": {"command": [str(PYTHON), "-m", "harness.cli.main", f"grid={','.join(grids)}", "dry_run=true"],
@@ -442,8 +450,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_file
         if REPRO_TARGETS in plan and CLI_NO_OP in plan:
             bench.ratio(f"{label}: dvc repro of the CLI's targets ÷ the CLI's dvc status of them",
                         f"{label}: {REPRO_TARGETS}", f"{label}: {CLI_NO_OP}")
-        grid_repro = f"one grid ({grids[-1]}) no-op"
-        grid_status = f"one grid ({grids[-1]}): cli's no-op (dvc status)"
+        grid_repro, grid_status = grid_repro_name(grids[-1]), grid_status_name(grids[-1])
         if grid_repro in plan and grid_status in plan:
             bench.ratio(f"{label}: one grid, dvc repro ÷ the CLI's dvc status", f"{label}: {grid_repro}",
                         f"{label}: {grid_status}")

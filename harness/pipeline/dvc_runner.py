@@ -102,7 +102,7 @@ def repro_with_progress(targets: list[str]) -> int:
     if stale is None:
         log.info("dvc status could not tell which stages are out of date; dvc repro checks all %d", len(targets))
     else:
-        todo = with_downstream(targets, stale, expand(docs))
+        todo = with_downstream(targets, stale, expand(docs)) if stale else []
         if not todo:
             log.info("dvc status: all %d stages up to date; nothing to reproduce", len(targets))
             return 0
