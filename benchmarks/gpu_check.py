@@ -53,14 +53,14 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = "gpu_check/v1"
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # run as a script: `benchmarks` (the report's torch-free half) is found from here
 # key → (registry name, what it stands for); random init: the architecture's cost, no weights to carry
 MODELS = {"vit_s14": ("dinov2_vits14@random", "ViT-S/14"), "resnet50": ("resnet50@random", "ResNet-50")}
 PRECISIONS = ("fp32", "bf16")
 IMAGE_SIZE = (500, 375)  # width × height, a typical photo-dataset JPEG
 CLASSES = 10
 GPU_IMAGES, CPU_IMAGES = 10_000, 24
-TARGET_IMAGES, TARGET_COLD_S, TARGET_PEAK_SHARE = 10_000, 20.0, 0.5  # the issue's targets, ViT-S/14 at bf16
 # The metric check: a default-grid run whose data ships with scikit-image/scikit-learn (no ../shared, no apt)
 CHECK_BACKBONE, CHECK_TASK, CHECK_DATASET, CHECK_GRID = "efficientnet_lite0", "correspondence", "homography_photos", \
     "default"
@@ -142,6 +142,25 @@ def run_only_carried(argv: list[str]) -> int:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
+
+# what the report says and how its lines read, without torch (the performance page renders them too)
+from benchmarks.gpu_check_report import (  # noqa: E402
+    LEGEND,
+    SCHEMA,
+    dataset_line,
+    device_line,
+    machine_slug,  # noqa: F401  (gpu_check.machine_slug, as the tests and callers know it)
+    metric_cells,
+    metric_check_line,
+    metric_check_outcome,
+    outcome,
+    peak_line,
+    probe_line,
+    report_name,
+    table,
+    target_line,
+    targets,
+)
 
 log = logging.getLogger("gpu_check")
 
@@ -446,16 +465,6 @@ def metric_check(device: torch.device, tolerance: float) -> dict[str, Any]:
 
 
 # -- environment -------------------------------------------------------------------------------------------------
-def machine_slug(description: str) -> str:
-    """`cuda:NVIDIA H200:sm_90:...` → `nvidia-h200`; `cpu:Intel(R) Xeon(R) Processor:...` →
-    `cpu-intel-xeon-processor`."""
-    kind, _, rest = description.partition(":")
-    model = rest.split(":")[0]
-    model = re.sub(r"\((r|tm)\)", "", model.lower())
-    slug = re.sub(r"[^a-z0-9]+", "-", model).strip("-")
-    return slug if kind == "cuda" else f"cpu-{slug}"
-
-
 def imported_distributions() -> dict[str, str]:
     """Every installed distribution a module imported so far belongs to, with its version (the project itself,
     run from its folder, is none)."""
@@ -492,85 +501,30 @@ def section(name: str, failures: list[str]) -> Iterator[None]:
 
 
 # -- output ------------------------------------------------------------------------------------------------------
-def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
-    return "-" if value is None else format(value * scale, spec)
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    header = (f"{'model':<10} {'prec':<5} {'pass':<9} {'images':>7} {'img/s':>9} {'wall s':>8} {'decode-wait s':>14} "
-              f"{'forward s':>10} {'fwd TFLOP/s':>12} {'% bf16 peak':>12} {'peak mem MiB':>13}")
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        lines.append(
-            f"{row['label']:<10} {row['precision']:<5} {row['pass']:<9} {row['images']:>7} "
-            f"{row['img_per_s']:>9.1f} {row['wall_s']:>8.2f} {_fmt(row['decode_wait_s'], '.2f'):>14} "
-            f"{_fmt(row['forward_s'], '.2f'):>10} {_fmt(row['forward_tflops'], '.3f'):>12} "
-            f"{_fmt(row['peak_share'], '.1f', 100):>12} {_fmt(row['peak_memory_bytes'], '.0f', 2**-20):>13}")
-    return "\n".join(lines)
-
-
-def targets(rows: list[dict[str, Any]], images: int) -> list[dict[str, Any]]:
-    """The issue's two targets for ViT-S/14 at bf16, measured, and met or not (None: not measured at the
-    target's 10,000 images, so the time is shown scaled and not judged)."""
-    def row(phase: str) -> dict[str, Any] | None:
-        return next((r for r in rows if r["model"] == "vit_s14" and r["precision"] == "bf16" and r["pass"] == phase),
-                    None)
-
-    cold, alone = row("cold"), row("fwd-only")
-    if cold is None:
-        return []
-    at_target = images == TARGET_IMAGES
-    scaled = cold["wall_s"] * TARGET_IMAGES / max(1, images)
-    share = cold["peak_share"]
-    alone_share = alone["peak_share"] if alone else None
-    measured = "-" if share is None else f"{share:.1%} in the extraction"
-    if alone_share is not None:
-        measured += f", {alone_share:.1%} forward-only"
-    return [
-        {"target": f"ViT-S/14 bf16 cold extraction of {TARGET_IMAGES:,} images < {TARGET_COLD_S:.0f} s",
-         "measured": f"{cold['wall_s']:.2f} s for {images:,} images" + ("" if at_target else
-                                                                         f" (≈ {scaled:.1f} s scaled)"),
-         "value_s": cold["wall_s"], "met": (cold["wall_s"] < TARGET_COLD_S) if at_target else None},
-        {"target": f"ViT-S/14 bf16 forward > {TARGET_PEAK_SHARE:.0%} of the measured bf16 matmul peak",
-         "measured": measured, "value": share, "forward_only_value": alone_share,
-         "met": None if share is None else share > TARGET_PEAK_SHARE},
-    ]
-
-
 def print_report(report: dict[str, Any]) -> None:
-    env = report["environment"]
-    print(f"\ngpu-check on {env['device']} ({env['cores']} cores, torch {env['torch']}, python {env['python']})")
-    data = report.get("dataset", {})
-    if data:
-        print(f"dataset: {data['images']} JPEGs {IMAGE_SIZE[0]}×{IMAGE_SIZE[1]}, drawn in {data['generate_s']:.1f} s "
-              f"with {data['writers']} processes; decode workers {report['decode_workers']}")
-    peak = report.get("matmul_peak")
-    if peak:
-        print(f"bf16 matmul peak: {peak['tflops']:.2f} TFLOP/s ({peak['size']}³, median of {len(peak['repeats_s'])})")
+    print(f"\ngpu-check on {device_line(report['environment'])}")
+    if report.get("dataset"):
+        print(f"dataset: {dataset_line(report)}")
+    if report.get("matmul_peak"):
+        print(f"bf16 matmul peak: {peak_line(report['matmul_peak'])}")
     if report.get("extraction"):
         print("\n" + table(report["extraction"]))
-        print("cold: empty cache; cached: the same call again (every entry a hit); fwd-only: extract_features on a "
-              "device-resident batch (no decode, no copy back). % bf16 peak: forward FLOPs / forward s / peak.")
+        print(LEGEND)
     for target in report.get("targets", []):
-        verdict = {True: "met", False: "NOT met", None: "not judged"}[target["met"]]
-        print(f"target: {target['target']}: {target['measured']} -> {verdict}")
-    probe = report.get("probe")
-    if probe:
-        where = probe["device"] + ("" if probe["device"] == probe["device_asked"] else
-                                   f" (asked {probe['device_asked']}; the probe computes on the CPU)")
-        print(f"\ndense probe: {probe['task']} on {where}: {probe['train']}+{probe['val']} maps, {probe['epochs']} "
-              f"epochs in {probe['seconds']:.2f} s; delta1 {probe['metrics'].get('delta1', float('nan')):.4f}")
+        print(f"target: {target_line(target)}")
+    if report.get("probe"):
+        print(f"\ndense probe: {probe_line(report['probe'])}")
     check = report.get("metric_check")
     if check:
-        print(f"\nmetric check: {check['run']} on {check['device']} vs {check['committed']} (tolerance "
-              f"{check['tolerance']:g}: {check['rule']}), {check['seconds']:.1f} s")
-        for name, m in check["metrics"].items():
-            print(f"  {name:<16} committed {m['committed']:.6f}  measured {_fmt(m['measured'], '.6f')}  "
-                  f"|Δ| {_fmt(m['abs_diff'], '.2e')}  allowed {m['allowed']:.1e}  {'pass' if m['pass'] else 'FAIL'}")
-        print(f"  metric check {'passed' if check['passed'] else 'FAILED'}")
+        print(f"\nmetric check: {metric_check_line(check)}")
+        for name, metric in check["metrics"].items():
+            cells = metric_cells(name, metric)
+            print(f"  {cells[0]:<16} committed {cells[1]}  measured {cells[2]}  |Δ| {cells[3]}  allowed {cells[4]}  "
+                  f"{cells[5]}")
+        print(f"  {metric_check_outcome(check)}")
     for failure in report["failures"]:
         print(f"FAILED: {failure}")
-    print(f"\n{'ok' if report['ok'] else 'FAILED'} in {report['duration_s']:.1f} s; wrote {report['out']}")
+    print(f"\n{outcome(report)}; wrote {report['out']}")
 
 
 # -- wheels for a machine without internet -----------------------------------------------------------------------
@@ -643,8 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     small = args.cpu or device.type == "cpu"
     images = args.images or (CPU_IMAGES if small else GPU_IMAGES)
-    out = (args.out or ROOT / "benchmarks" / "results" /
-           f"gpu_check-{machine_slug(describe_device(device))}.json").resolve()
+    out = (args.out or ROOT / "benchmarks" / "results" / report_name(describe_device(device))).resolve()
     os.chdir(ROOT)  # harness.run and params.yaml resolve project-relative paths
     # the settings the extraction itself sets, before cuBLAS is first used (the matmul peak runs under them too)
     determinism = set_deterministic(device)

@@ -2,8 +2,11 @@
 
 One section per benchmark: what it measures (the first paragraph of its docstring), then per machine the
 environment it ran in, the command, a table of every measurement (median, min, max, samples) and one of its
-ratios. Every number on the page comes from a results file that `benchmarks/runner.py` wrote; a file that does
-not validate against the runner's `Results` model is refused in one line naming it, and nothing is written.
+ratios. Every number on the page comes from a results file that `benchmarks/runner.py` wrote, or from a GPU
+check's report (`scripts/gpu-check`, `benchmarks/gpu_check.py`): a file named `gpu_check-<machine>.json` is one
+of those, validated against `GpuCheckReport` (the keys the page reads, and what it can re-derive from them) and
+shown in the `gpu_check` section through the check's own formatting (`benchmarks/gpu_check_report.py`, which
+needs no torch). A file that does not validate is refused in one line naming it, and nothing is written.
 The page holds no generation time, so regenerating unchanged files gives the same bytes.
 
     .venv/bin/python -m benchmarks.performance_page            # write docs/performance.md
@@ -14,13 +17,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import datetime
 import shlex
+import statistics
 import sys
+from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
+from typing import Any, ClassVar, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from benchmarks import gpu_check_report as gpu
 from benchmarks.runner import REPO, RESULTS, Results, results_path
 
 PAGE = REPO / "docs" / "performance.md"
@@ -33,22 +41,222 @@ class MalformedResults(ValueError):
     """A results file that is not JSON, does not match the runner's schema, or sits under the wrong name."""
 
 
+# -- a GPU check's report (benchmarks/gpu_check.py): the keys the page reads ---------------------------------------
+_RELATIVE = 1e-9  # a value re-derived from others in the same file, after a JSON round trip
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= _RELATIVE * max(abs(a), abs(b))
+
+
+class _Read(BaseModel):
+    """Part of the report: the keys the page reads are required and typed; the report's others are left alone."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class GpuEnvironment(_Read):
+    device: str = Field(min_length=1)  # as records spell it: cuda:MODEL:sm_XY:MEMGiB:driver V:cuda V
+    python: str
+    torch: str
+    timm: str
+    cores: int
+    host_cpu: str
+
+
+class GpuDataset(_Read):
+    images: int
+    size: tuple[int, int]
+    generate_s: float
+    writers: int
+
+
+class MatmulPeak(_Read):
+    size: int
+    inner: int
+    repeats_s: list[float] = Field(min_length=1)
+    median_s: float
+    tflops: float
+
+    @model_validator(mode="after")
+    def _derived(self) -> MatmulPeak:
+        if not _close(self.median_s, statistics.median(self.repeats_s)):
+            raise ValueError(f"median_s {self.median_s} is not the repeats' median")
+        if not _close(self.tflops, 2 * self.size**3 * self.inner / self.median_s / 1e12):
+            raise ValueError(f"tflops {self.tflops} is not 2·size³·inner / median_s")
+        return self
+
+
+class ExtractionRow(_Read):
+    model: str
+    label: str
+    precision: Literal["fp32", "bf16"]
+    pass_: Literal["cold", "cached", "fwd-only"] = Field(alias="pass")
+    images: int
+    img_per_s: float
+    wall_s: float
+    decode_wait_s: float | None
+    forward_s: float | None
+    forward_tflops: float | None
+    peak_share: float | None
+    peak_memory_bytes: int | None
+
+    @model_validator(mode="after")
+    def _rate(self) -> ExtractionRow:
+        if not _close(self.img_per_s, self.images / self.wall_s):
+            raise ValueError(f"{self.label} {self.precision} {self.pass_}: img_per_s {self.img_per_s} is not "
+                             f"images / wall_s")
+        return self
+
+
+class GpuTarget(_Read):
+    target: str
+    measured: str
+    met: bool | None
+
+
+class GpuProbe(_Read):
+    task: str
+    device: str
+    device_asked: str
+    train: int
+    val: int
+    epochs: int
+    seconds: float
+    metrics: dict[str, float]
+
+
+class CheckedMetric(_Read):
+    committed: float
+    measured: float | None
+    abs_diff: float | None
+    allowed: float
+    pass_: bool = Field(alias="pass")
+
+
+class MetricCheck(_Read):
+    run: str
+    committed: str
+    device: str
+    tolerance: float
+    rule: str
+    seconds: float
+    metrics: dict[str, CheckedMetric] = Field(min_length=1)
+    passed: bool
+
+    @model_validator(mode="after")
+    def _judged(self) -> MetricCheck:
+        for name, m in self.metrics.items():
+            diff = None if m.measured is None else abs(m.measured - m.committed)
+            if (m.abs_diff is None) != (diff is None) or (diff is not None and not _close(m.abs_diff, diff)):
+                raise ValueError(f"metric {name}: abs_diff {m.abs_diff} is not |measured - committed|")
+            if not _close(m.allowed, self.tolerance * max(1.0, abs(m.committed))):
+                raise ValueError(f"metric {name}: allowed {m.allowed} is not tolerance × max(1, |committed|)")
+            if m.pass_ != (diff is not None and diff <= m.allowed):
+                raise ValueError(f"metric {name}: pass {m.pass_} is not |Δ| ≤ allowed")
+        if self.passed != all(m.pass_ for m in self.metrics.values()):
+            raise ValueError(f"passed {self.passed} is not every metric's pass")
+        return self
+
+
+class GpuCheckReport(_Read):
+    """benchmarks/results/gpu_check-<machine>.json as `benchmarks/gpu_check.py` writes it. A part that failed is
+    missing (`failures` says which); what the report derives from its own numbers (rates, the share of the peak,
+    the targets' verdicts, the metric check's) is re-derived, so a number edited by hand is refused."""
+
+    schema_: Literal["gpu_check/v1"] = Field(alias="schema")
+    created: datetime.datetime
+    mode: Literal["gpu", "cpu"]
+    argv: list[str]
+    environment: GpuEnvironment
+    determinism: dict[str, str | bool | int | None]
+    failures: list[str]
+    dataset: GpuDataset | None = None
+    decode_workers: int | None = None
+    matmul_peak: MatmulPeak | None = None
+    extraction: list[ExtractionRow] = Field(default_factory=list)
+    targets: list[GpuTarget] = Field(default_factory=list)
+    probe: GpuProbe | None = None
+    metric_check: MetricCheck | None = None
+    ok: bool
+    duration_s: float
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuCheckReport:
+        if self.ok != (not self.failures):
+            raise ValueError(f"ok {self.ok} with {len(self.failures)} failures")
+        if self.dataset is not None and self.decode_workers is None:
+            raise ValueError("a dataset without decode_workers")
+        peak = self.matmul_peak.tflops if self.matmul_peak else None
+        for row in self.extraction:
+            share = row.forward_tflops / peak if row.forward_tflops is not None and peak else None
+            if (share is None) != (row.peak_share is None) or (share is not None and not _close(row.peak_share,
+                                                                                                    share)):
+                raise ValueError(f"{row.label} {row.precision} {row.pass_}: peak_share {row.peak_share} is not "
+                                 f"forward_tflops / the matmul peak")
+        if self.dataset is not None:
+            rows = [row.model_dump(by_alias=True) for row in self.extraction]
+            judged = [{key: t[key] for key in ("target", "measured", "met")}
+                      for t in gpu.targets(rows, self.dataset.images)]
+            if [t.model_dump() for t in self.targets] != judged:
+                raise ValueError("targets are not what the extraction rows give (benchmarks/gpu_check_report.py)")
+        return self
+
+
+@dataclass(frozen=True)
+class GpuCheckFile:
+    """A validated GPU check report and its machine (the file name's slug), in the `gpu_check` section."""
+
+    bench: ClassVar[str] = "gpu_check"
+    machine: str
+    report: GpuCheckReport
+
+    def read(self) -> dict[str, Any]:
+        """The validated keys under the report's own names: what the check's formatting functions take."""
+        return self.report.model_dump(by_alias=True)
+
+
+Loaded = Results | GpuCheckFile
+
+
 def _shown(path: Path) -> str:
     return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
-def load_results(paths: list[Path]) -> list[Results]:
-    """Every file validated, in (bench, machine) order; the first bad one is a one-line MalformedResults."""
-    loaded = []
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = " ".join(str(first["msg"]).split())
+    return f"{where + ': ' if where else ''}{message}"
+
+
+def load_gpu_check(path: Path) -> GpuCheckFile:
+    """A `gpu_check-<machine>.json` validated and named for its device, else a one-line MalformedResults."""
+    try:
+        report = GpuCheckReport.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        raise MalformedResults(f"{_shown(path)}: not a gpu_check report of benchmarks/gpu_check.py: "
+                               f"{_first_error(error)}") from None
+    expected = gpu.report_name(report.environment.device)
+    if path.name != expected:
+        raise MalformedResults(f"{_shown(path)}: holds the GPU check of {report.environment.device}, so it must be "
+                               f"named {expected}")
+    return GpuCheckFile(gpu.machine_slug(report.environment.device), report)
+
+
+def load_results(paths: list[Path]) -> list[Loaded]:
+    """Every file validated, in (bench, machine) order; the first bad one is a one-line MalformedResults. A file
+    named gpu_check-*.json is a GPU check's report, every other one a runner's results file."""
+    loaded: list[Loaded] = []
     for path in paths:
+        if path.name.startswith(gpu.PREFIX):
+            loaded.append(load_gpu_check(path))
+            continue
         try:
             results = Results.model_validate_json(path.read_bytes())
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            message = " ".join(str(first["msg"]).split())
             raise MalformedResults(f"{_shown(path)}: not a results file of benchmarks/runner.py: "
-                                   f"{where + ': ' if where else ''}{message}") from None
+                                   f"{_first_error(error)}") from None
         expected = results_path(results.bench, results.machine, path.parent).name
         if path.name != expected:
             raise MalformedResults(f"{_shown(path)}: holds {results.bench} on {results.machine}, so it must be named "
@@ -105,7 +313,43 @@ def render_machine(results: Results) -> list[str]:
     return [*lines, ""]
 
 
-def render(all_results: list[Results]) -> str:
+def render_gpu_check(loaded: GpuCheckFile) -> list[str]:
+    """One GPU check's report, in the order the check prints it, every line and cell through its own formatting."""
+    report = loaded.read()
+    env = report["environment"]
+    determinism = ", ".join(f"{key} {value}" for key, value in report["determinism"].items())
+    when = loaded.report.created.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    lines = [f"### {loaded.machine}", "",
+             f"{gpu.device_line(env)}, timm {env['timm']}; host `{env['host_cpu']}`; {report['mode']} mode, "
+             f"determinism `{determinism}`. Run {when} UTC, {gpu.outcome(report)}:", "",
+             "```bash", shlex.join(["scripts/gpu-check", *report["argv"]]), "```", ""]
+    if report["dataset"]:
+        lines.append(f"- dataset: {gpu.dataset_line(report)}")
+    if report["matmul_peak"]:
+        lines.append(f"- bf16 matmul peak: {gpu.peak_line(report['matmul_peak'])}")
+    if report["extraction"]:
+        lines += ["", "| " + " | ".join(_cell(name) for name, _, _ in gpu.COLUMNS) + " |",
+                  "|" + "|".join("---" for _ in gpu.COLUMNS) + "|"]
+        lines += ["| " + " | ".join(_cell(cell) for cell in gpu.row_cells(row)) + " |" for row in report["extraction"]]
+        lines += ["", gpu.LEGEND]
+    if report["targets"]:
+        lines += ["", *(f"- target: {gpu.target_line(target)}" for target in report["targets"])]
+    if report["probe"]:
+        lines += ["", f"Dense probe: {gpu.probe_line(report['probe'])}."]
+    check = report["metric_check"]
+    if check:
+        lines += ["", f"Metric check: {gpu.metric_check_line(check)}:", "",
+                  "| " + " | ".join(_cell(name) for name in gpu.METRIC_COLUMNS) + " |",
+                  "|" + "|".join("---" for _ in gpu.METRIC_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(_cell(cell) for cell in gpu.metric_cells(name, metric)) + " |"
+                  for name, metric in check["metrics"].items()]
+        lines += ["", f"Result: {gpu.metric_check_outcome(check)}."]
+    if report["failures"]:
+        lines += ["", *(f"- FAILED: {_cell(failure)}" for failure in report["failures"])]
+    return [*lines, ""]
+
+
+def render(all_results: list[Loaded]) -> str:
     lines = [HEADER, "# Performance", "",
              "What the benchmarks in `benchmarks/` measured, machine by machine. Nothing here is typed by hand: each "
              "benchmark times its work through one runner (`benchmarks/runner.py`: repeats, candidates interleaved, "
@@ -115,13 +359,19 @@ def render(all_results: list[Results]) -> str:
              "work: against a peer (another tool, another precision, another batch size) or a physical limit (a "
              "measured matmul rate). A machine is named by its CPU model, a hash of the instruction-set flags that "
              "select torch's kernels and its core count, so runs on different kinds of machine sit side by side. "
+             "The one exception is the GPU check (`scripts/gpu-check`, [gpu.md](gpu.md)): it writes its own report, "
+             "`benchmarks/results/gpu_check-<machine>.json` (the machine named by its GPU's model), shown in "
+             "[its section](#gpu_check) as the check prints it. "
              "To add or refresh a row, run the benchmark's command (shown under each machine) and regenerate.", ""]
     if not all_results:
         lines += ["No results files yet.", ""]
     for bench, group in groupby(all_results, key=lambda r: r.bench):
         lines += [f"## {bench}", "", f"`benchmarks/{bench}.py`: {what_it_measures(bench)}", ""]
+        if bench == GpuCheckFile.bench:
+            lines += ["See [gpu.md](gpu.md) for what each part measures. Each machine's report is "
+                      "`benchmarks/results/gpu_check-<machine>.json`, as `scripts/gpu-check` wrote it.", ""]
         for results in group:
-            lines += render_machine(results)
+            lines += render_gpu_check(results) if isinstance(results, GpuCheckFile) else render_machine(results)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -74,6 +74,17 @@ def test_the_table_is_printed(cpu_run):
     assert "target: ViT-S/14 bf16 cold extraction of 10,000 images < 20 s" in run.stdout
 
 
+def test_the_report_is_what_the_performance_page_reads(cpu_run):
+    from benchmarks.performance_page import GpuCheckFile, GpuCheckReport, render_gpu_check
+
+    _, report = cpu_run
+    machine = gpu_check.machine_slug(report["environment"]["device"])
+    text = "\n".join(render_gpu_check(GpuCheckFile(machine, GpuCheckReport.model_validate(report))))
+    for row in report["extraction"]:
+        assert f"| {row['label']} | {row['precision']} | {row['pass']} | {row['images']} |" in text, row
+    assert "Result: metric check passed." in text
+
+
 def test_the_carried_wheels_are_all_it_needs_beyond_stock_torch_and_timm(cpu_run):
     _, report = cpu_run
     seen = set(report["only_carried"])  # the distributions the --only-carried interpreter could import
