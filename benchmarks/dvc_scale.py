@@ -19,9 +19,10 @@ weights file, then as many tiny plugin backbones (`plugins/scale_backbones.py`) 
 
 The pipeline (the root dvc.yaml and one pipelines/<grid>/<backbone>/dvc.yaml per row, each with its lock) is made by
 `harness.cli.main pipeline`; every out then gets a small placeholder (nothing is computed: a file, or a folder of
-one file, or of F files for a size given as `BxT:F`) and one `dvc commit --force` makes everything up to date. A
-real pipeline's folders are larger (a prepared dataset or a stage's features is hundreds to thousands of files),
-and DVC walks every file of a folder dependency for each stage it checks, so `:F` measures what that adds.
+one file, or of F files for a size given as `BxT:F`, with the contents file the stage writes, which the stages
+reading the folder depend on) and one `dvc commit --force` makes everything up to date. A real pipeline's folders
+are larger (a prepared dataset or a stage's features is hundreds to thousands of files), and DVC walks every file
+of a folder once for the stage whose output it is, so `:F` measures what that adds.
 Then, interleaved, `--reps` times, each a whole process timed
 from outside (wall clock, and CPU from the kernel's rusage), every output checked: (a) `dvc status`;
 (b) `dvc repro --all-pipelines` (DVC's graph of every stage); (c) what the CLI runs when nothing is out of date
@@ -57,6 +58,7 @@ import yaml
 from runner import Bench, ProcessTime, run_timed
 
 from harness.core import dvcfiles
+from harness.core.contents import contents_path, write_contents
 from harness.pipeline.dvc_runner import dvc_command
 from harness.pipeline.expand import Stage, expand
 
@@ -167,7 +169,9 @@ def make_project(folder: Path, backbones: list[str], rows: list[tuple[str, str, 
 
 def place_outs(project: Path, stages: dict[str, Stage], folder_files: int = 1) -> int:
     """A small placeholder for every out (and metric) of every stage, instead of running it: a file, or a folder
-    of `folder_files` files; the count of outs made."""
+    of `folder_files` files, with the contents file its stage writes last where a stage depends on that file
+    (prepared data, features: harness.core.contents); the count of outs made."""
+    read = {dep for stage in stages.values() for dep in stage.deps}
     made = 0
     for stage in stages.values():
         for out in stage.outs:
@@ -181,6 +185,8 @@ def place_outs(project: Path, stages: dict[str, Stage], folder_files: int = 1) -
                 path.mkdir(parents=True, exist_ok=True)
                 for index in range(folder_files):
                     (path / f"placeholder{index:05d}.txt").write_text(f"placeholder {index} for {out}\n")
+                if contents_path(out).as_posix() in read:
+                    write_contents(path)
             made += 1
     return made
 

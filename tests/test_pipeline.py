@@ -455,6 +455,32 @@ def test_stage_names_keep_the_run_ids_users_know(params):
                 assert list(stage["foreach"]) == [path.parent.name], f"{path}: {name}"
 
 
+def test_stages_read_a_folder_through_the_contents_file_its_writer_leaves_in_it():
+    """No extract or probe stage depends on a prepared dataset or a features folder itself (DVC would walk its
+    thousands of files once per dependent stage): each names the folder's contents file, which lies inside the
+    output of exactly one stage, the one that writes the folder (so DVC orders them, and checks the folder once)."""
+    from harness.core.contents import CONTENTS_NAME
+    from harness.core.dvcfiles import load_documents
+    from harness.pipeline.expand import expand
+
+    stages = expand(load_documents(ROOT))
+    folders = {out: name for name, stage in stages.items() for out in stage.outs
+               if out.startswith(("data/", "features/"))}
+    checked = 0
+    for name, stage in stages.items():
+        if not name.startswith(("extract-", "prepare-")) and "@" not in name:
+            continue
+        for dep in stage.deps:
+            assert dep not in folders, f"{name} depends on the folder {dep}"
+            if dep.endswith(f"/{CONTENTS_NAME}"):
+                writers = [writer for folder, writer in folders.items() if dep == f"{folder}/{CONTENTS_NAME}"]
+                assert len(writers) == 1, f"{name}: {dep} is written by {writers}"
+                checked += 1
+    readers = sum(1 for name in stages if name.startswith("extract-")) + 2 * sum(
+        1 for name, stage in stages.items() if "@" in name and not name.startswith(("extract-", "prepare-")))
+    assert checked == readers  # every extraction reads its dataset's file; every probe its features' and dataset's
+
+
 def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
     """A grid reading another's features (scenes_layers reads the scenes extraction at stride 16) asks its layer
     set of its own backbones only: clip_vitb32@random, not in scenes_layers, has no stride-16 layer to give."""

@@ -4,6 +4,8 @@ the per-sample files beside each record."""
 from __future__ import annotations
 
 import contextlib
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +207,27 @@ def test_only_pooled_features_are_stored_for_pooled_tasks(project):
     entries = list((paths.features_dir("g", "cifar_resnet20.random", "tiny") / "entries").rglob("*.npyz"))
     assert len(entries) == 16  # one pooled entry per image, no dense maps
     assert all(p.stat().st_size < 1024 for p in entries)
+
+
+def test_prepare_and_extract_leave_a_contents_file_that_sha256sum_checks(project):
+    """The stages downstream depend on these files (harness.core.contents): each lists every other file of its
+    folder, so a changed file changes it, and `sha256sum -c` reads it."""
+    from harness.core.contents import CONTENTS_NAME
+
+    work, images = project
+    _extracted_control(work, images)
+    for folder in (paths.dataset_dir("tiny"), paths.features_dir("g", "cifar_resnet20.random", "tiny")):
+        listed = {}
+        for line in (folder / CONTENTS_NAME).read_text().splitlines():
+            digest, name = line.split("  ", 1)
+            listed[name] = digest
+        files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+        assert set(listed) == set(files) - {CONTENTS_NAME} and listed
+        assert all(sha256_file(files[name]) == digest for name, digest in listed.items())
+        if shutil.which("sha256sum"):
+            check = subprocess.run(["sha256sum", "--check", "--quiet", CONTENTS_NAME], cwd=folder,
+                                   capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):

@@ -33,6 +33,7 @@ import yaml
 from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import PARAMS_FILE, Params, load_params, probe_block, stage_spelling
+from harness.core.contents import CONTENTS_NAME, contents_path
 from harness.core.registry import PACKAGE_ROOT
 from harness.datasets.kinds import data_paths
 from harness.pipeline import fingerprints, topology
@@ -103,7 +104,7 @@ def _extract_group(params: Params, grid: str, dataset: str, backbones: list[str]
         "do": {
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
                     "--reads ${item.reads}"),
-            "deps": [paths.dataset_dir(dataset).as_posix(), "${item.codedeps}"],
+            "deps": [contents_path(paths.dataset_dir(dataset)).as_posix(), "${item.codedeps}"],
             # which weights file each backbone reads: a changed path re-runs its extraction (the block as a whole: a
             # foreach template names the same params for every item; a file changed in place needs --force)
             "params": [*SETTINGS_READ_BY_EXTRACT, *(["checkpoints"] if params.checkpoints else []), *read_params],
@@ -130,8 +131,10 @@ def _probe_group(params: Params, grid: str, task: str, backbones: list[str]) -> 
         "do": {
             "cmd": (f"python -m harness.stages.probe {grid} {task} ${{item}} --code {code} --dataset {dataset} "
                     f"--features {feature_grid}"),
-            "deps": [f"features/{feature_grid}/${{item}}/{dataset}", paths.dataset_dir(dataset).as_posix(),
-                     fingerprints.role_file("probe", code)],
+            # each folder's contents file, not the folder: DVC checks a folder file by file for every stage that
+            # depends on it, and the file once as its writer's output (harness.core.contents)
+            "deps": [f"features/{feature_grid}/${{item}}/{dataset}/{CONTENTS_NAME}",
+                     contents_path(paths.dataset_dir(dataset)).as_posix(), fingerprints.role_file("probe", code)],
             "params": _probe_params(params, task, grid),
             "outs": outs,
         },

@@ -12,6 +12,7 @@ import sys
 
 from harness.core import paths
 from harness.core.config import Params, load_params, probe_block
+from harness.core.contents import write_contents
 from harness.core.registry import load_code
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
@@ -43,6 +44,7 @@ def run(dataset: str, params: Params, code: str | None = None, tasks: list[str] 
             load_code(code)
         manifest = prepare_dataset(dataset, params.datasets[dataset], paths.dataset_dir(dataset),
                                    tuple(required_splits(params, list(tasks))))
+        write_contents(paths.dataset_dir(dataset))  # what extract and probe stages depend on (core.contents)
     except Exception as error:
         record_stage_failure(stage, "prepare", error)
         raise common.StageFailed(f"{stage}: {type(error).__name__}: {error}") from error
