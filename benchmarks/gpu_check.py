@@ -149,7 +149,6 @@ from benchmarks.gpu_check_report import (  # noqa: E402
     SCHEMA,
     dataset_line,
     device_line,
-    machine_slug,  # noqa: F401  (gpu_check.machine_slug, as the tests and callers know it)
     metric_cells,
     metric_check_line,
     metric_check_outcome,

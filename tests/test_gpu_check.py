@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import torch
 
+from benchmarks import gpu_check_report
+
 ROOT = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
 gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(_SPEC))
@@ -78,7 +80,7 @@ def test_the_report_is_what_the_performance_page_reads(cpu_run):
     from benchmarks.performance_page import GpuCheckFile, GpuCheckReport, render_gpu_check
 
     _, report = cpu_run
-    machine = gpu_check.machine_slug(report["environment"]["device"])
+    machine = gpu_check_report.machine_slug(report["environment"]["device"])
     text = "\n".join(render_gpu_check(GpuCheckFile(machine, GpuCheckReport.model_validate(report))))
     for row in report["extraction"]:
         assert f"| {row['label']} | {row['precision']} | {row['pass']} | {row['images']} |" in text, row
@@ -94,8 +96,8 @@ def test_the_carried_wheels_are_all_it_needs_beyond_stock_torch_and_timm(cpu_run
 
 
 def test_machine_slug_and_images_are_stable():
-    assert gpu_check.machine_slug("cuda:NVIDIA H200:sm_90:139.8GiB:driver 570.1:cuda 13.0") == "nvidia-h200"
-    assert gpu_check.machine_slug("cpu:Intel(R) Xeon(R) Processor:avx2:2threads") == "cpu-intel-xeon-processor"
+    assert gpu_check_report.machine_slug("cuda:NVIDIA H200:sm_90:139.8GiB:driver 570.1:cuda 13.0") == "nvidia-h200"
+    assert gpu_check_report.machine_slug("cpu:Intel(R) Xeon(R) Processor:avx2:2threads") == "cpu-intel-xeon-processor"
     first, again = gpu_check.draw_image(0, 7), gpu_check.draw_image(0, 7)
     assert first.size == gpu_check.IMAGE_SIZE and first.tobytes() == again.tobytes()
     assert first.tobytes() != gpu_check.draw_image(0, 8).tobytes()

@@ -41,12 +41,17 @@ def test_the_committed_page_is_a_fresh_generation_of_the_committed_results():
         "docs/performance.md is stale: run `.venv/bin/python -m benchmarks.performance_page`"
 
 
-@pytest.fixture
-def results_dir(tmp_path: Path) -> Path:
+def _folder_holding(tmp_path: Path, committed: Path) -> Path:
+    """A results folder holding a copy of one committed file, to edit."""
     folder = tmp_path / "results"
     folder.mkdir()
-    shutil.copy(COMMITTED[0], folder / COMMITTED[0].name)
+    shutil.copy(committed, folder / committed.name)
     return folder
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    return _folder_holding(tmp_path, COMMITTED[0])
 
 
 def _refused(results_dir: Path, capsys) -> str:
@@ -112,10 +117,7 @@ def test_the_gpu_section_shows_the_measured_vit_s14_bf16_cold_row():
 
 @pytest.fixture
 def gpu_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "results"
-    folder.mkdir()
-    shutil.copy(GPU_CHECKS[0], folder / GPU_CHECKS[0].name)
-    return folder
+    return _folder_holding(tmp_path, GPU_CHECKS[0])
 
 
 def _vit_bf16_cold_img_per_s(data: dict) -> None:
