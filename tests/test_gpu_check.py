@@ -8,6 +8,7 @@ declared tolerance, and the table was printed.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -109,3 +110,20 @@ def test_a_gpu_that_is_not_here_is_one_line_and_exit_2(tmp_path):
                          capture_output=True, text=True, timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert run.returncode == 2 and "torch sees no CUDA GPU" in run.stderr and "--cpu" in run.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_wheels_list_runs_where_torch_and_numpy_are_not_installed(tmp_path):
+    blocked = tmp_path / "blocked"
+    for name in ("torch", "numpy"):  # importing either fails, as on a machine that has neither
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    wheels = tmp_path / "wheels"
+    run = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--wheels", str(wheels), "--dry-run"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(blocked)})
+    assert run.returncode == 0, run.stderr[-4000:]
+    command = run.stdout.split()
+    assert command[1:4] == ["-m", "pip", "download"] and "--no-deps" in command and str(wheels) in command
+    pins = [arg for arg in command if "==" in arg]
+    assert f"pydantic=={importlib.metadata.version('pydantic')}" in pins
+    assert not any(pin.startswith(("torch==", "numpy==", "timm==")) for pin in pins)  # stock, never carried
+    assert not wheels.exists()  # --dry-run downloads nothing
