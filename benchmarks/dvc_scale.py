@@ -34,7 +34,10 @@ stage, DVC's bookkeeping after a stage has run (hash its outputs, rewrite its en
 CLI's planning path `python -m harness.cli.main grid=… dry_run=true`; (g) DVC's floor: a no-op `dvc repro`, and a
 `dvc status`, of as many stages as (d) checks, each the least a stage can be (`cmd: "true"`, one file dep, one
 file out, no params) in one dvc.yaml of a project of their own: what DVC's per-stage bookkeeping alone costs, the
-peers (d) is divided by. Results: benchmarks/results/dvc_scale-<machine>.json (benchmarks/runner.py; measurement
+peers (d) is divided by; and (h) `dvc status` of as many stages each shaped as the last grid's first probe stage
+(its file deps, params file and keys, outs and their options, derived from the generated dvc.yaml; `cmd: "true"`,
+one dvc.yaml): the least DVC spends on stages that track what ours must, with nothing of the harness around it.
+Results: benchmarks/results/dvc_scale-<machine>.json (benchmarks/runner.py; measurement
 names start with the size); a summary with the load per size: build/bench-dvc-scale/<BxT>.json.
 """
 
@@ -209,6 +212,57 @@ def make_floor_project(folder: Path, count: int, env: dict[str, str]) -> None:
     sh(DVC, "commit", "--force", "-q", cwd=folder, env=env)
 
 
+def probe_template(documents: dict[Path, dict[str, Any]], grid: str) -> tuple[Path, dict[str, Any]]:
+    """The `do` of `grid`'s first probe stage group as generated (its first row file), and that file's path."""
+    for path, document in documents.items():
+        if path.parts[:2] != ("pipelines", grid):
+            continue
+        for name, stage in document["stages"].items():
+            if name.startswith(f"{grid}-") and "foreach" in stage:
+                return path, stage["do"]
+    raise SystemExit(f"dvc_scale: grid {grid} has no probe stage")
+
+
+def make_shape_floor_project(folder: Path, count: int, env: dict[str, str], project: Path,
+                             template: dict[str, Any]) -> dict[str, int]:
+    """`count` stages shaped as the probe stage `template` (a generated `do`), committed: as many file deps (one
+    per stage where the template's names its backbone, else one shared file), the same params file and keys, as
+    many outs with the same options, `cmd: "true"`, one foreach group in one dvc.yaml. DVC's bookkeeping for a
+    stage that tracks what a probe stage tracks, with nothing of the harness around it. Returns the shape."""
+    folder.mkdir(parents=True)
+    sh(DVC, "init", "--no-scm", "-q", cwd=folder, env=env)
+    for key, value in (("core.analytics", "false"), ("core.check_update", "false")):
+        sh(DVC, "config", key, value, cwd=folder, env=env)
+    names = [f"s{i:05d}" for i in range(count)]
+    deps = []
+    for index, dep in enumerate(template["deps"]):
+        if "${item}" in dep:
+            (folder / f"in{index}").mkdir()
+            for name in names:
+                (folder / f"in{index}" / f"{name}.txt").write_text(f"{name}\n")
+            deps.append(f"in{index}/${{item}}.txt")
+        else:
+            (folder / f"shared{index}.txt").write_text(f"{dep}\n")
+            deps.append(f"shared{index}.txt")
+    params = []
+    for entry in template.get("params", []):
+        for source, keys in entry.items():  # the params file as generated, under its own name
+            shutil.copyfile(project / source, folder / Path(source).name)
+            params.append({Path(source).name: keys})
+    outs = []
+    for index, out in enumerate(template["outs"]):
+        options = {} if isinstance(out, str) else next(iter(out.values()))
+        (folder / f"out{index}").mkdir()
+        for name in names:
+            (folder / f"out{index}" / f"{name}.txt").write_text(f"{name}\n")
+        outs.append({f"out{index}/${{item}}.txt": options} if options else f"out{index}/${{item}}.txt")
+    stage = {"foreach": names, "do": {"cmd": "true", "deps": deps, "params": params, "outs": outs}}
+    (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"shape": stage}}, sort_keys=False))
+    sh(DVC, "commit", "--force", "-q", cwd=folder, env=env)
+    return {"deps": len(deps), "param_keys": sum(len(keys) for entry in params for keys in entry.values()),
+            "outs": len(outs)}
+
+
 def missing_deps(project: Path, stages: dict[str, Stage]) -> list[str]:
     """Dependencies nothing here provides: DVC refuses to commit (or check) a stage with one."""
     return sorted({dep for stage in stages.values() for dep in stage.deps if not (project / dep).exists()})
@@ -219,6 +273,7 @@ def missing_deps(project: Path, stages: dict[str, Stage]) -> list[str]:
 UP_TO_DATE = "Data and pipelines are up to date."
 FLOOR = "DVC's floor: as many minimal stages no-op"
 FLOOR_STATUS = "DVC's floor: dvc status of as many minimal stages"
+SHAPE_FLOOR_STATUS = "DVC's floor: dvc status of as many probe-shaped stages"
 ON_ARGV = "cli's targets on dvc's argv (no-op)"
 CLI_NO_OP = "cli's no-op (dvc status of its targets)"
 REPRO_TARGETS = "cli's dvc repro (no-op)"
@@ -310,6 +365,9 @@ def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], pro
                 "cwd": floor},
         FLOOR_STATUS: {"command": [str(DVC), "status", "--json", "dvc.yaml"], "check": _check_nothing_stale,
                        "stages": grid_count, "cwd": floor},
+        # the peer for a grid of real stages: as many stages each tracking what a probe stage tracks
+        SHAPE_FLOOR_STATUS: {"command": [str(DVC), "status", "--json", "dvc.yaml"], "check": _check_nothing_stale,
+                             "stages": grid_count, "cwd": floor.with_name("shape-floor")},
     }
     return {name: spec for name, spec in table.items() if name not in skip}
 
@@ -414,6 +472,13 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_file
         floor_stages = next((spec["stages"] for name, spec in plan.items() if name in (FLOOR, FLOOR_STATUS)), None)
         if floor_stages is not None:
             make_floor_project(floor, floor_stages, env)
+        shape = None
+        if SHAPE_FLOOR_STATUS in plan:
+            template_file, template = probe_template(documents, grids[-1])
+            shape = make_shape_floor_project(floor.with_name("shape-floor"), plan[SHAPE_FLOOR_STATUS]["stages"],
+                                             env, project, template)
+            print(f"probe-shaped floor: {plan[SHAPE_FLOOR_STATUS]['stages']} stages shaped as "
+                  f"{template_file}'s first probe: {shape}", flush=True)
         # the CLI's first call checks params.yaml and stamps it; later ones (what a user re-runs) skip that
         if "cli dry_run" in plan:
             run_checked("cli dry_run (warm-up)", plan["cli dry_run"]["command"], project, env,
@@ -441,7 +506,8 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_file
             "stages": len(stages), "folder_files": folder_files, "dvc_lock_bytes": lock_bytes,
             "largest_lock_bytes": largest,
             "dvc_files": len(documents), "outs_placed": outs, "reps": args.reps,
-            "setup_s": setup_s, "load_before": load_before, "load_after": load_after, "results": results,
+            "setup_s": setup_s, "load_before": load_before, "load_after": load_after, "probe_shape": shape,
+            "results": results,
         }
         for name, spec in plan.items():
             for sample in samples[name]:
@@ -460,7 +526,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_file
         if grid_repro in plan and grid_status in plan:
             bench.ratio(f"{label}: one grid, dvc repro ÷ the CLI's dvc status", f"{label}: {grid_repro}",
                         f"{label}: {grid_status}")
-        for name, peer in ((grid_status, FLOOR_STATUS), (grid_repro, FLOOR)):
+        for name, peer in ((grid_status, FLOOR_STATUS), (grid_repro, FLOOR), (grid_status, SHAPE_FLOOR_STATUS)):
             if name in plan and peer in plan:
                 bench.ratio(f"{label}: {name} ÷ {peer}", f"{label}: {name}", f"{label}: {peer}")
         bench.note(f"{label}: {len(backbones)} backbones × {len(rows)} tasks, {len(stages)} stages in "

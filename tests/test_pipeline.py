@@ -539,8 +539,12 @@ def test_dvc_is_told_whole_rows_as_one_target_each():
     docs = {Path("dvc.yaml"): root, gx: row("x"), gy: row("y"), lx: later}
     every = ["codedeps", "prepare-d", "prepare-e", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x",
              "g-u@y"]
-    assert dvc_targets([*every, "collect", "site"], docs) == [
-        "codedeps", "prepare-d", "prepare-e", gx.as_posix(), gy.as_posix(), "collect", "site"]
+    assert dvc_targets(every, docs) == [
+        "codedeps", "prepare-d", "prepare-e", gx.as_posix(), gy.as_posix()]
+    # every root stage named: without --glob (dvc status) the root file is one target, as a row's is
+    assert dvc_targets([*every, "collect", "site"], docs) == ["dvc.yaml", gx.as_posix(), gy.as_posix()]
+    assert dvc_targets([*every, "collect", "site"], docs, glob=True) == [
+        "codedeps", "prepare-*", f"{gx.as_posix()}:*", f"{gy.as_posix()}:*", "collect", "site"]
     assert dvc_targets(every, docs, glob=True) == ["codedeps", "prepare-*", f"{gx.as_posix()}:*",
                                                    f"{gy.as_posix()}:*"]
     partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-t@y", "g-u@x"]

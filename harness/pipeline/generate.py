@@ -272,8 +272,11 @@ def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool =
     target, its whole file (`pipelines/G/B/dvc.yaml:*` for `dvc repro --glob`, else the file's path), so DVC
     loads that dvc.yaml and its lock once; otherwise its stages, each as `FILE:NAME`, in the order given (a row
     lists its extraction before the probes reading it). Root stages keep their place (the prepare stages as
-    `prepare-*` under --glob when all are named). Grids come in an order where a grid that reads another's
-    features (`features_from`) follows it; where that order cannot exist, each name keeps its own place."""
+    `prepare-*` under --glob when all are named); without --glob (`dvc status`, where order does not matter) a
+    root file whose every stage is named is one target, `dvc.yaml`, as a row's is (DVC parses a file and its
+    lock once per target that names it; benchmarks/dvc_scale.py's CLI no-op measures what this saves). Grids
+    come in an order where a grid that reads another's features (`features_from`) follows it; where that order
+    cannot exist, each name keeps its own place."""
     from fnmatch import fnmatch
 
     root = docs.get(DVC_FILE, {"stages": {}})
@@ -284,6 +287,8 @@ def dvc_targets(names: list[str], docs: dict[Path, dict[str, Any]], glob: bool =
         grid = dvcfiles.stage_grid(name)
         if grid is not None:
             by_grid.setdefault(grid, {}).setdefault(dvcfiles.dvc_file(name), []).append(name)
+    if not glob and root["stages"] and stage_names(root) <= set(names):
+        head, tail = [DVC_FILE.as_posix()], []
     prepares = {n for n in stage_names(root) if n.startswith("prepare-")}
     if glob and prepares and prepares <= set(head):
         first = next(i for i, n in enumerate(head) if n in prepares)
