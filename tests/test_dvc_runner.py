@@ -131,10 +131,8 @@ CHAIN = """stages:
 """
 
 
-def test_the_cli_reproduces_what_dvc_status_finds_stale_and_its_readers_only(tmp_path, monkeypatch, caplog, capsys):
-    """A real DVC project: the first run runs all three stages; with nothing changed, `dvc repro` is not even
-    started; after an edit of `first`'s input, `first` and `second` (which reads `first`'s output) run, `other`
-    does not."""
+def _chain_project(tmp_path: Path, monkeypatch) -> Path:
+    """A real DVC project of CHAIN's three stages, none run yet, as the working directory."""
     project = tmp_path / "project"
     project.mkdir()
     for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
@@ -143,6 +141,14 @@ def test_the_cli_reproduces_what_dvc_status_finds_stale_and_its_readers_only(tmp
     (project / "in.txt").write_text("1\n")
     (project / "other.txt").write_text("x\n")
     monkeypatch.chdir(project)
+    return project
+
+
+def test_the_cli_reproduces_what_dvc_status_finds_stale_and_its_readers_only(tmp_path, monkeypatch, caplog, capsys):
+    """A real DVC project: the first run runs all three stages; with nothing changed, `dvc repro` is not even
+    started; after an edit of `first`'s input, `first` and `second` (which reads `first`'s output) run, `other`
+    does not."""
+    project = _chain_project(tmp_path, monkeypatch)
     ran = project / "ran.log"
     caplog.set_level("INFO", logger="visbench")
     assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
@@ -161,6 +167,29 @@ def test_the_cli_reproduces_what_dvc_status_finds_stale_and_its_readers_only(tmp
     assert ran.read_text().split() == ["first", "second"]
     assert "1 of 3 stages out of date; dvc repro of those and the 1 reading their outputs" in caplog.text
     assert (project / "b.txt").read_text() == "2\n"
+
+
+def test_a_dry_run_prints_dvcs_report_of_the_stale_stages_only(tmp_path, monkeypatch, capfd):
+    """`dry_run=true`'s report (show_status): DVC's printed `dvc status` of what is stale; with nothing stale,
+    one line of ours, and DVC is asked only for JSON (its printed form would load every stage of the project
+    to say so)."""
+    project = _chain_project(tmp_path, monkeypatch)
+    names = ["first", "second", "other"]
+    assert dvc_runner.show_status(names) == 0
+    report = capfd.readouterr().out
+    assert all(f"{name}:" in report for name in names)  # nothing has run: DVC reports each
+    assert dvc_runner.repro_with_progress(names) == 0
+    capfd.readouterr()
+    asked: list[list[str]] = []
+    real_run_dvc = dvc_runner.run_dvc
+    monkeypatch.setattr(dvc_runner, "run_dvc", lambda args: asked.append(args) or real_run_dvc(args))
+    assert dvc_runner.show_status(names) == 0
+    assert capfd.readouterr().out == "dvc status: all 3 stages up to date\n" and asked == []
+    (project / "in.txt").write_text("2\n")
+    assert dvc_runner.show_status(names) == 0
+    report = capfd.readouterr().out
+    assert asked == [["status", "first"]]  # the stale stage alone reaches DVC's printed form
+    assert "first:" in report and "changed deps" in report and "other" not in report
 
 
 def test_stages_reading_a_stale_stages_outputs_are_reproduced_with_it(repo_root):

@@ -125,9 +125,9 @@ def run_grid(overrides: dict) -> int:
     if overrides.get("dry_run", False):
         # `dvc status` names what changed without running anything, and, unlike `dvc repro --dry`,
         # works on a fresh clone whose upstream outputs do not exist yet.
-        from harness.pipeline.dvc_runner import grouped
+        from harness.pipeline.dvc_runner import show_status
 
-        return _dvc("status", *grouped(targets))
+        return show_status(targets)
     # Locally, `dvc status` of the selected runs' stages (in dependency order, then collect and site), then one
     # `dvc repro --single-item` of those out of date and their readers (--single-item: collect must not pull in
     # the runs this invocation did not select).
