@@ -194,12 +194,17 @@ def place_outs(project: Path, stages: dict[str, Stage], folder_files: int = 1) -
     return made
 
 
-def make_floor_project(folder: Path, count: int, env: dict[str, str]) -> None:
-    """`count` minimal stages (one foreach group in one dvc.yaml: the fewest files DVC can load), committed."""
+def init_peer_project(folder: Path, env: dict[str, str]) -> None:
+    """A new DVC project (no git) in `folder` for a peer measurement, with DVC's network checks off."""
     folder.mkdir(parents=True)
     sh(DVC, "init", "--no-scm", "-q", cwd=folder, env=env)
     for key, value in (("core.analytics", "false"), ("core.check_update", "false")):
         sh(DVC, "config", key, value, cwd=folder, env=env)
+
+
+def make_floor_project(folder: Path, count: int, env: dict[str, str]) -> None:
+    """`count` minimal stages (one foreach group in one dvc.yaml: the fewest files DVC can load), committed."""
+    init_peer_project(folder, env)
     (folder / "in").mkdir()
     (folder / "out").mkdir()
     names = [f"s{i:05d}" for i in range(count)]
@@ -226,13 +231,10 @@ def probe_template(documents: dict[Path, dict[str, Any]], grid: str) -> tuple[Pa
 def make_shape_floor_project(folder: Path, count: int, env: dict[str, str], project: Path,
                              template: dict[str, Any]) -> dict[str, int]:
     """`count` stages shaped as the probe stage `template` (a generated `do`), committed: as many file deps (one
-    per stage where the template's names its backbone, else one shared file), the same params file and keys, as
+    per stage where the template's dep names its backbone, else one shared file), the same params file and keys, as
     many outs with the same options, `cmd: "true"`, one foreach group in one dvc.yaml. DVC's bookkeeping for a
     stage that tracks what a probe stage tracks, with nothing of the harness around it. Returns the shape."""
-    folder.mkdir(parents=True)
-    sh(DVC, "init", "--no-scm", "-q", cwd=folder, env=env)
-    for key, value in (("core.analytics", "false"), ("core.check_update", "false")):
-        sh(DVC, "config", key, value, cwd=folder, env=env)
+    init_peer_project(folder, env)
     names = [f"s{i:05d}" for i in range(count)]
     deps = []
     for index, dep in enumerate(template["deps"]):
