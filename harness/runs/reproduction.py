@@ -2,7 +2,8 @@
 file and its head, byte for byte, so re-running a committed corpus (on another CPU, after a change that moves no
 number) leaves the checkout clean.
 
-The rule: the committed record is ok, and the new run agrees with it on everything that identifies the
+The rule: the committed record is ok and came from committed code (a record whose environment says `git_dirty`
+names a commit whose code did not produce it, so a run from committed code always replaces it), and the new run agrees with it on everything that identifies the
 measurement (backbone identity, dataset identity and split, protocol and its parameters, pooling, layers,
 precision, seed, headline, metric names and directions), on every metric within the tolerance the protocol
 declares for it (`ProbeSpec.tolerance`: 0, i.e. the same float, unless the probe declares otherwise), and on the
@@ -34,7 +35,7 @@ def reproduces(new: Record, samples_text: str | None, record_path: Path, samples
         old = parse_record(record_path.read_text(encoding="utf-8"), str(record_path))
     except (RecordError, OSError):
         return False
-    if old.status != "ok" or old.model_dump(exclude=_NOT_COMPARED) != new.model_dump(exclude=_NOT_COMPARED):
+    if old.status != "ok" or old.environment.git_dirty or old.model_dump(exclude=_NOT_COMPARED) != new.model_dump(exclude=_NOT_COMPARED):
         return False
     if old.metrics.keys() != new.metrics.keys() or not all(
             _within(old.metrics[name], new.metrics[name], new.tolerances.get(name, 0.0)) for name in new.metrics):
