@@ -159,6 +159,79 @@ def test_a_rerun_that_reproduces_the_record_keeps_its_files_and_one_that_differs
     assert read_records(files[0])[0].metrics == changed.metrics
 
 
+def test_a_full_disk_at_the_write_fails_the_stage_in_one_line_and_keeps_the_ok_record(project, monkeypatch, capsys):
+    import argparse
+    import errno
+    import os
+
+    from harness.core import atomic
+    from harness.runs import probe_run
+    from harness.stages.common import stage_main
+
+    work, images = project
+    params = _extracted_control(work, images)
+    stages.probe("g", "classification", "cifar_resnet20.random", params)
+    files = [paths.record_path("g", "classification", "cifar_resnet20.random"),
+             paths.samples_path("g", "classification", "cifar_resnet20.random"),
+             paths.head_path("g", "classification", "cifar_resnet20.random"),
+             paths.metrics_path("g", "classification", "cifar_resnet20.random")]
+    kept = {p: p.read_bytes() for p in files}
+    real = probe_run.run_probe
+
+    def moved(job, params, probe_params, shot=None):  # a run that differs, so every file is to be rewritten
+        outcome = real(job, params, probe_params, shot)
+        record = outcome.record.model_copy(update={"metrics": {**outcome.record.metrics, "train_top1": 0.125}})
+        return probe_run.ProbeOutcome(record, outcome[1], outcome.head_bytes)
+
+    real_replace = os.replace
+
+    def full_disk(src, dst):  # the disk fills when the record is renamed, after its samples file landed
+        if Path(dst) == files[0]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(stages.probe_stage, "run_probe", moved)
+    monkeypatch.setattr(atomic.os, "replace", full_disk)
+    capsys.readouterr()
+    code = stage_main("probe", argparse.ArgumentParser(),
+                      lambda _: stages.probe("g", "classification", "cifar_resnet20.random", params), [])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert line == f"probe: FAILED: {files[0]}: No space left on device: free space and re-run"
+    assert {p: p.read_bytes() for p in files} == kept  # all or nothing: the ok record and its files, byte for byte
+    assert not [p for p in files[0].parent.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    [attempt] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
+    assert attempt.status == "failed" and attempt.failure.phase == "write" and str(files[0]) in attempt.failure.message
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    [again] = stages.probe("g", "classification", "cifar_resnet20.random", params)  # a plain re-run writes it all
+    assert again.metrics["train_top1"] == 0.125 and read_records(files[0])[0].metrics == again.metrics
+    assert files[1].read_bytes() != b"" and not paths.failure_path(again.run_id).exists()
+
+
+def test_a_failure_to_record_the_failed_write_is_still_one_line(project, monkeypatch, capsys):
+    import argparse
+    import errno
+    import os
+
+    from harness.core import atomic
+    from harness.stages.common import stage_main
+
+    work, images = project
+    params = _extracted_control(work, images)
+
+    def read_only(src, dst):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(atomic.os, "replace", read_only)
+    capsys.readouterr()
+    code = stage_main("probe", argparse.ArgumentParser(),
+                      lambda _: stages.probe("g", "classification", "cifar_resnet20.random", params), [])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and "Read-only file system: make the filesystem writable and re-run" in line
+    assert "nor could the failed attempt be recorded in failures/" in line
+    assert not paths.record_path("g", "classification", "cifar_resnet20.random").exists()
+
+
 def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
     """The record points at its samples file by project-relative path; hash, ids and means agree."""
     info = record.samples

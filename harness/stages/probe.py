@@ -9,6 +9,7 @@ failures/<stage>.jsonl, whatever ok record the stage had stays untouched, and th
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import math
@@ -17,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core import paths
-from harness.core.atomic import write_bytes_atomic, write_text_atomic
+from harness.core.atomic import write_all_atomic, write_text_atomic
 from harness.core.config import ConfigError, Params, load_params, probe_block
 from harness.core.paths import failure_path
 from harness.core.registry import load_code
 from harness.runs.fewshot import stage_shots
 from harness.runs.intervals import metric_interval
 from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
-from harness.runs.records import Record, dump_record, parse_record
+from harness.runs.records import Failure, Record, dump_record, parse_record
 from harness.runs.reproduction import reproduces
 from harness.runs.samples import parse_samples
 from harness.stages import common
@@ -65,6 +66,8 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         message = first.message.splitlines()[0] if first.message else ""
         raise common.StageFailed(f"{job.stage}: {len(failed)} of {len(records)} run(s) failed; first: "
                                  f"{first.phase}: {first.error_type}: {message}")
+    writes: list[tuple[Path, bytes | str]] = []
+    headline_samples = None  # the single run's per-sample text, for its metrics' interval
     for index, (shot, record, samples_text, head_bytes) in enumerate(results):
         record_path = paths.record_path(job.grid, job.task, job.backbone, shot)
         samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
@@ -74,29 +77,56 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
             # the checkout's record stands: same numbers, so its files stay byte for byte (harness.runs.reproduction)
             log.info("%s: reproduced: kept the committed record", record.run_id)
             records[index] = parse_record(record_path.read_text(encoding="utf-8"), str(record_path))
+            headline_samples = samples_path.read_text(encoding="utf-8") if records[index].samples else None
             continue
-        write_text_atomic(samples_path, samples_text)
+        headline_samples = samples_text
+        if samples_text is not None:
+            writes.append((samples_path, samples_text))
         if head_bytes is not None:  # the trained head beside its record (harness.heads.load loads it)
-            write_bytes_atomic(head_path, head_bytes)
-        write_text_atomic(record_path, dump_record(record) + "\n")
-    if shots == [None]:
-        metrics = headline_metrics(records[0], paths.samples_path(job.grid, job.task, job.backbone))
-    else:
+            writes.append((head_path, head_bytes))
+        writes.append((record_path, dump_record(record) + "\n"))
+    metrics = headline_metrics(records[0], headline_samples) if shots == [None] else fewshot_metrics(records)
+    writes.append((paths.metrics_path(job.grid, job.task, job.backbone),
+                   json.dumps(metrics, indent=1, sort_keys=True)))
+    try:
+        # one unit: a full or read-only disk leaves every file (an ok record above all) as it was
+        write_all_atomic(writes)
+    except OSError as error:
+        raise common.StageFailed(_write_failed(job, records, error)) from None
+    if shots != [None]:
         _remove_stale_runs(job, shots)
-        metrics = fewshot_metrics(records)
-    write_text_atomic(paths.metrics_path(job.grid, job.task, job.backbone),
-                      json.dumps(metrics, indent=1, sort_keys=True))
     clear_failure(job.stage)
     return records
 
 
-def headline_metrics(record: Record, samples_path: Path) -> dict[str, Any]:
+def _write_failed(job: ProbeJob, records: list[Record], error: OSError) -> str:
+    """Record the write that failed as the stage's failed attempt (failures/), and say in one line which file
+    and what fixes it: the next plain run writes everything."""
+    where = error.filename or "the stage's outputs"
+    line = f"{where}: {error.strerror or error}: {_WRITE_FIXES.get(error.errno or 0, 'fix it and re-run')}"
+    failure = Failure(phase="write", error_type=type(error).__name__, message=line)
+    failed = [Record.model_validate({**r.model_dump(), "status": "failed", "failure": failure, "metrics": {},
+                                     "higher_is_better": {}, "tolerances": {}, "samples": None, "warnings": []})
+              for r in records]
+    try:
+        write_text_atomic(failure_path(job.stage), "".join(dump_record(r) + "\n" for r in failed))
+    except OSError as second:  # the same full disk, most likely: the line still says what to do
+        return f"{line} (nor could the failed attempt be recorded in {failure_path(job.stage)}: {second.strerror})"
+    return line
+
+
+_WRITE_FIXES = {errno.ENOSPC: "free space and re-run", errno.EDQUOT: "free space (disk quota) and re-run",
+                errno.EROFS: "make the filesystem writable and re-run",
+                errno.EACCES: "make the folder writable and re-run", errno.EPERM: "make the folder writable and re-run"}
+
+
+def headline_metrics(record: Record, samples_text: str | None) -> dict[str, Any]:
     """The stage's DVC metrics: the headline and its 95% bootstrap interval (as the site computes it) under fixed
     keys, so `dvc metrics show` reads one row of four columns per run and `dvc metrics diff` shows which
     leaderboard numbers moved (every metric is in the record beside it). No interval without per-sample rows."""
     metrics: dict[str, Any] = {"metric": record.headline_metric, "headline": record.headline}
-    if record.samples is not None:
-        _, columns = parse_samples(samples_path.read_text(encoding="utf-8"))
+    if record.samples is not None and samples_text is not None:
+        _, columns = parse_samples(samples_text)
         interval = metric_interval(record, record.headline_metric, columns)
         if interval is not None:
             metrics |= {"low": interval.low, "high": interval.high}
