@@ -228,3 +228,21 @@ def test_a_stage_reads_a_folder_around_or_inside_what_another_writes():
     names = list(stages)
     assert with_downstream(names, {"make"}, stages) == ["make", "inside", "around", "params"]
     assert with_downstream([*names, "unknown"], {"beside"}, stages) == ["beside", "unknown"]  # DVC decides
+
+
+def test_force_runs_the_chosen_stages_and_only_the_stale_ones_around_them(tmp_path, monkeypatch, caplog):
+    """`force=true`: a stage DVC finds up to date runs again (a file to re-derive), in a `dvc repro --force` of its
+    own; a stale stage upstream of it still runs first, and an up-to-date one nobody forced does not."""
+    project = _chain_project(tmp_path, monkeypatch)
+    ran = project / "ran.log"
+    assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
+    ran.write_text("")
+    caplog.set_level("INFO", logger="visbench")
+    assert dvc_runner.repro_with_progress(["first", "second", "other"], force=["second"]) == 0
+    assert ran.read_text().split() == ["second"]
+    assert "0 of 3 stages out of date, 1 forced" in caplog.text
+    (project / "in.txt").write_text("3\n")
+    ran.write_text("")
+    assert dvc_runner.repro_with_progress(["first", "second", "other"], force=["other"]) == 0
+    assert ran.read_text().split() == ["first", "second", "other"]
+    assert dvc_runner.stale_stages(["first", "second", "other"]) == set()

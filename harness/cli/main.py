@@ -50,9 +50,10 @@ from harness.pipeline.plan import DEFAULT_GRID
 from harness.runs.records import RecordError
 
 log = logging.getLogger("visbench")
-RUN_KEYS = ["backbone", "build_site", "device", "devices", "dry_run", "executor", "grid", "probes", "task"]
+RUN_KEYS = ["allow_dirty", "backbone", "build_site", "device", "devices", "dry_run", "executor", "force", "grid",
+            "probes", "task"]
 USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.cli.user), not through DVC
-RUN_BOOLEANS = ("build_site", "dry_run")
+RUN_BOOLEANS = ("allow_dirty", "build_site", "dry_run", "force")
 VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
 COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "score", "site", "verify"]
 
@@ -95,6 +96,7 @@ def run_grid(overrides: dict) -> int:
     from harness.executors.report import find_failures, print_failures, stages_for
 
     executor = check_executor(overrides)
+    _check_committed_code(overrides)
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
     from harness.pipeline.checks import layout_problems
@@ -131,7 +133,7 @@ def run_grid(overrides: dict) -> int:
     # Locally, `dvc status` of the selected runs' stages (in dependency order, then collect and site), then one
     # `dvc repro --single-item` of those out of date and their readers (--single-item: collect must not pull in
     # the runs this invocation did not select).
-    code, collected = run_stages(executor, runs, targets, devices)
+    code, collected = run_stages(executor, runs, targets, devices, force=overrides.get("force", False))
     failed, upstream_failed = find_failures(runs, dvc_failed=code != 0)
     harness_errors = []
     if upstream_failed or not collected:
@@ -160,6 +162,18 @@ def run_grid(overrides: dict) -> int:
     where += " (inside this container only)" if unmounted else (" (mkdocs serve to browse)" if build_site else "")
     log.info("all %d runs ok; %s", len(runs), where)
     return 0
+
+
+def _check_committed_code(overrides: dict) -> None:
+    """A run from code that differs from HEAD is refused before anything runs (a record names the commit that
+    produced it); `allow_dirty=true` lets its probe stages run (they read VISBENCH_ALLOW_DIRTY) and their records
+    say git_dirty. A dry run writes nothing, so it is never refused."""
+    from harness.runs.environment import ALLOW_DIRTY_ENV, require_committed_code
+
+    if overrides.get("allow_dirty", False):
+        os.environ[ALLOW_DIRTY_ENV] = "1"
+    elif not overrides.get("dry_run", False):
+        require_committed_code(allow_dirty=False)
 
 
 def _check_devices(overrides: dict, setting: str, executor: str) -> list[str]:

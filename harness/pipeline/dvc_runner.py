@@ -5,6 +5,7 @@ failed stage never stops the others."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -15,6 +16,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +28,9 @@ log = logging.getLogger("visbench")
 STOP_GRACE_S = 3  # for the interrupted stage to exit; DVC then goes on to the next one, so its group is terminated
 _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
 _SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
-# DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock
-_BUSY = re.compile(r"^ERROR: (Unable to acquire lock|'.+' is busy)")
+# DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock,
+# an ERROR, or with --keep-going a WARNING for each stage it then skips
+_BUSY = re.compile(r"^(?:ERROR|WARNING): (Unable to acquire lock|'.+' is busy)")
 # Arguments longer than this (joined) reach DVC through a file (harness.pipeline.dvc_args), not its argv: DVC
 # rewrites its whole argv into .dvc/tmp/rwlock for every path of every stage it checks
 ARGV_LIMIT = 1024
@@ -98,11 +102,13 @@ def show_status(targets: list[str]) -> int:
     return run_dvc(["status", *grouped([t for t in targets if t in stale], docs=docs)])
 
 
-def repro_with_progress(targets: list[str]) -> int:
+def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
     """Bring `targets` (the selected stages with every upstream one, in an order DVC can run them one by one) up
     to date: `dvc status` first, then `dvc repro --single-item --keep-going` of the stale stages and of those
     reading what they write (expand.with_downstream), in the same order, echoing DVC's output and a
-    `[done/total]` line with elapsed time and ETA whenever a stage runs.
+    `[done/total]` line with elapsed time and ETA whenever a stage runs. The stages in `force` (`force=true`: the
+    selected runs' own stages) run whatever their status, through a `dvc repro --force` of their own between the
+    stale stages upstream of them and those downstream.
 
     Why ask `dvc status` first: a stage DVC reproduces and finds unchanged costs it more bookkeeping than a
     stage whose status it reports (its rwlock taken four times instead of once), so with nothing to run the
@@ -117,21 +123,56 @@ def repro_with_progress(targets: list[str]) -> int:
     stale = stale_stages(targets, docs, echo=False)
     if stale is None:
         log.info("dvc status could not tell which stages are out of date; dvc repro checks all %d", len(targets))
-    else:
-        todo = with_downstream(targets, stale, expand(docs)) if stale else []
-        if not todo:
-            log.info("dvc status: all %d stages up to date; nothing to reproduce", len(targets))
-            return 0
-        log.info("dvc status: %d of %d stages out of date; dvc repro of those and the %d reading their outputs",
-                 len(stale), len(targets), len(todo) - len(stale))
-        targets = todo
-    args = ["repro", "--single-item", "--keep-going", "--glob", *grouped(targets, patterns=True, docs=docs)]
-    log.info("$ dvc %s", " ".join([*args[:3], f"<{len(targets)} stages>"]))
-    started = time.monotonic()
-    seen: set[str] = set()
-    ran = 0
+        stale = set(targets)
+    todo = with_downstream(targets, stale | set(force), expand(docs)) if stale or force else []
+    if not todo:
+        log.info("dvc status: all %d stages up to date; nothing to reproduce", len(targets))
+        return 0
+    log.info("dvc status: %d of %d stages out of date%s; dvc repro of those and the %d reading their outputs",
+             len(stale & set(targets)), len(targets), f", {len(force)} forced" if force else "",
+             len(todo) - len(stale | set(force)))
+    # DVC forces every target of a `dvc repro --force`, so forced stages go in a call of their own, in order
+    batches = [(forced, list(group)) for forced, group in itertools.groupby(todo, key=lambda t: t in force)]
+    progress = _Progress(len(todo))
+    code = 0
+    for forced, batch in batches:
+        args = ["repro", "--single-item", "--keep-going", *(["--force"] if forced else []), "--glob",
+                *grouped(batch, patterns=True, docs=docs)]
+        log.info("$ dvc %s", " ".join([*args[:args.index("--glob") + 1], f"<{len(batch)} stages>"]))
+        code = _repro(args, progress) or code
+    log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(progress.seen), progress.ran,
+             time.monotonic() - progress.started)
+    return code
+
+
+@dataclass
+class _Progress:
+    """What the `[done/total]` lines count across the `dvc repro` calls of one command."""
+
+    total: int
+    started: float = field(default_factory=time.monotonic)
+    seen: set[str] = field(default_factory=set)
+    ran: int = 0
+
+    def line(self, line: str) -> None:
+        running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
+        match = running or skipped
+        stage = dvcfiles.stage_of(match["stage"]) if match else None
+        if stage is None or stage in self.seen:
+            return
+        self.seen.add(stage)
+        self.total = max(self.total, len(self.seen))
+        if running:
+            self.ran += 1
+            elapsed = time.monotonic() - self.started
+            log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(self.seen),
+                     self.total, stage, elapsed, elapsed / self.ran * (self.total - len(self.seen) + 1))
+
+
+def _repro(args: list[str], progress: _Progress) -> int:
+    """One `dvc repro` (see repro_with_progress), its output echoed and counted; DVC's exit status."""
     busy = False
-    total = len(targets)
+    seen_before = len(progress.seen)
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
@@ -142,18 +183,7 @@ def repro_with_progress(targets: list[str]) -> int:
                 for line in process.stdout:
                     sys.stdout.write(line)
                     busy = busy or bool(_BUSY.match(line))
-                    running, skipped = _RUNNING.match(line), _SKIPPED.match(line)
-                    match = running or skipped
-                    stage = dvcfiles.stage_of(match["stage"]) if match else None
-                    if stage is None or stage in seen:
-                        continue
-                    seen.add(stage)
-                    total = max(total, len(seen))
-                    if running:
-                        ran += 1
-                        elapsed = time.monotonic() - started
-                        log.info("[%d/%d] %s (elapsed %.0fs; ETA %.0fs if every remaining stage runs)", len(seen),
-                                 total, stage, elapsed, elapsed / ran * (total - len(seen) + 1))
+                    progress.line(line)
                 code = process.wait()
             except KeyboardInterrupt:
                 _stop(process)
@@ -161,8 +191,7 @@ def repro_with_progress(targets: list[str]) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(seen), ran, time.monotonic() - started)
-    if code and busy and not seen:
+    if code and busy and len(progress.seen) == seen_before:
         # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
         raise WorkspaceBusy("another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run "
                             "the same command again once it has finished (DVC runs one command per workspace)")

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from harness import __version__
+from harness.core.config import ConfigError
 from harness.runs.records import Environment
 
 # Set by the Dockerfiles. The commit is baked in from the GIT_COMMIT build arg because an image holds no git
@@ -20,6 +21,11 @@ from harness.runs.records import Environment
 COMMIT_ENV = "VISBENCH_GIT_COMMIT"
 IMAGE_ENV = "VISBENCH_IMAGE"  # the image's name, e.g. "visbench-harness"; a value holding "@" is taken whole
 IMAGE_DIGEST_ENV = "VISBENCH_IMAGE_DIGEST"
+# "1": a probe stage may run on code that differs from HEAD (the CLI's allow_dirty=true sets it); its records say
+# git_dirty, every page marks them, and tests/test_corpus_provenance.py keeps them out of the committed corpus
+ALLOW_DIRTY_ENV = "VISBENCH_ALLOW_DIRTY"
+# what a record's code is: the package and the metadata that installs it
+CODE_PATHS = ("harness", "pyproject.toml")
 
 
 def _version(package: str) -> str | None:
@@ -35,6 +41,32 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
+
+
+def uncommitted_code() -> list[str] | None:
+    """The files of the code (`CODE_PATHS`) in the working directory's checkout that differ from HEAD, new files
+    included (a stage may import a module never committed); None outside a git checkout (or before its first
+    commit)."""
+    changed = _git("diff", "--name-only", "HEAD", "--", *CODE_PATHS)
+    new = _git("ls-files", "--others", "--exclude-standard", "--", *CODE_PATHS)
+    if changed is None or new is None:
+        return None
+    return sorted({*changed.splitlines(), *new.splitlines()})
+
+
+def require_committed_code(allow_dirty: bool | None = None) -> None:
+    """Refuse, before any work, to write a record from code that differs from HEAD: the record would name a
+    commit that did not produce it. `allow_dirty` (default: the `VISBENCH_ALLOW_DIRTY` environment variable)
+    lets it run; its records then say git_dirty."""
+    if allow_dirty is None:
+        allow_dirty = os.environ.get(ALLOW_DIRTY_ENV) == "1"
+    changed = uncommitted_code()
+    if allow_dirty or not changed:
+        return
+    more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+    raise ConfigError(f"the code differs from HEAD ({changed[0]}{more}), so a record would name a commit that did "
+                      "not produce it: commit the change and re-run, or run with allow_dirty=true (its records are "
+                      "marked git_dirty and must not be committed)")
 
 
 def device_name(device: str | None = None) -> str:
@@ -94,11 +126,11 @@ def environment_fingerprint(device: str | None = None, features_device: str | No
     computed the features it read, where that was not the CPU (the extraction's own description says)."""
     import numpy
 
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", "harness", "pyproject.toml")
+    changed = uncommitted_code()
     return Environment(
         harness_version=__version__,
         git_commit=code_commit(),
-        git_dirty=None if status is None else bool(status),
+        git_dirty=None if changed is None else bool(changed),
         python=platform.python_version(),
         torch=_torch_build().get("__version__"),
         timm=_version("timm"),
