@@ -159,6 +159,25 @@ def test_a_rerun_that_reproduces_the_record_keeps_its_files_and_one_that_differs
     assert read_records(files[0])[0].metrics == changed.metrics
 
 
+@pytest.mark.parametrize("edit", ["samples", "head"])
+def test_a_rerun_rewrites_a_samples_or_head_file_edited_since_its_record(project, edit):
+    work, images = project
+    params = _extracted_control(work, images)
+    stages.probe("g", "classification", "cifar_resnet20.random", params)
+    samples_file = paths.samples_path("g", "classification", "cifar_resnet20.random")
+    head_file = paths.head_path("g", "classification", "cifar_resnet20.random")
+    written = {samples_file: samples_file.read_bytes(), head_file: head_file.read_bytes()}
+    if edit == "samples":  # a hand edit of one score: same shape, other bytes
+        lines = samples_file.read_text().splitlines(keepends=True)
+        lines[1] = lines[1].replace("1", "0", 1) if "1" in lines[1] else lines[1].replace("0", "1", 1)
+        samples_file.write_text("".join(lines))
+    else:  # a truncated head
+        head_file.write_bytes(written[head_file][:-4])
+    assert samples_file.read_bytes() + head_file.read_bytes() != written[samples_file] + written[head_file]
+    stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert {p: p.read_bytes() for p in written} == written  # the re-run wrote them back, not kept the edit
+
+
 def test_a_full_disk_at_the_write_fails_the_stage_in_one_line_and_keeps_the_ok_record(project, monkeypatch, capsys):
     import argparse
     import errno

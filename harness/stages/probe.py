@@ -26,7 +26,7 @@ from harness.runs.fewshot import stage_shots
 from harness.runs.intervals import metric_interval
 from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
 from harness.runs.records import Failure, Record, dump_record, parse_record
-from harness.runs.reproduction import reproduces
+from harness.runs.reproduction import reproduces, same_head
 from harness.runs.samples import parse_samples
 from harness.stages import common
 from harness.stages.failures import clear_failure
@@ -72,8 +72,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         record_path = paths.record_path(job.grid, job.task, job.backbone, shot)
         samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
         head_path = paths.head_path(job.grid, job.task, job.backbone, shot)
-        if reproduces(record, samples_text, record_path, samples_path) and (head_bytes is None) == (
-                not head_path.is_file()):
+        if reproduces(record, samples_text, record_path, samples_path) and same_head(head_path, head_bytes):
             # the checkout's record stands: same numbers, so its files stay byte for byte (harness.runs.reproduction)
             log.info("%s: reproduced: kept the committed record", record.run_id)
             records[index] = parse_record(record_path.read_text(encoding="utf-8"), str(record_path))
