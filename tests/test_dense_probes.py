@@ -13,12 +13,14 @@ from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 from sklearn.metrics import jaccard_score
 
 from harness.datasets.manifest import Item, Manifest
-from harness.probes import PROBES, ProbeInputs, get_probe
+from harness.probes import PROBES, ProbeInputs, get_probe, resampled
 from harness.probes.dense import metrics as M
 from harness.probes.dense.heads import DPTHead, LinearHead, build_head, split_layers
 from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.targets import encode_depth, encode_occlusion_log1p, load_target, nearest
 from harness.probes.dense.train import train_head
+from harness.probes.statistics import dense as S
+from harness.runs.probe_run import check_result
 
 RNG = np.random.default_rng(0)
 
@@ -111,6 +113,57 @@ def test_regression_metrics_match_scipy():
     constant = M.PearsonAccumulator()
     constant.update(np.ones(10), np.arange(10.0))
     assert constant.value() == 0.0
+
+
+def _repeated(columns: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows drawn `counts` times each, literally: what integer bootstrap weights stand for."""
+    return {name: np.repeat(column, counts) for name, column in columns.items()}
+
+
+def test_semantic_statistics_are_the_pooled_confusion_matrix_on_the_run_and_on_resamples():
+    k = 6
+    gt = RNG.integers(0, 4, size=(7, 8, 8))  # classes 4 and 5 never in the ground truth: excluded from mIoU
+    pred = np.where(RNG.random(gt.shape) < 0.6, gt, RNG.integers(0, 5, size=gt.shape))
+    valid = RNG.random(gt.shape) > 0.2  # VOC's ignore label: pixels no metric reads
+    valid[3] = False  # an image with no valid pixel
+    columns = S.class_count_columns(M.confusion_matrices(pred, gt, k, valid))
+    assert len(columns) == 3 * k
+    summary = M.semantic_summary(M.confusion_matrix(pred[valid], gt[valid], k))
+    for metric, statistic in S.SEMANTIC_STATISTICS.items():
+        assert resampled.evaluate(statistic, columns)[0] == summary[metric]  # the same bits
+    weights = RNG.multinomial(len(gt), np.full(len(gt), 1 / len(gt)), size=5)
+    weights[0] = [0, 2, 0, 3, 1, 0, 1]
+    for b, counts in enumerate(weights):
+        drawn = np.repeat(np.arange(len(gt)), counts)
+        expected = M.semantic_summary(M.confusion_matrix(pred[drawn][valid[drawn]], gt[drawn][valid[drawn]], k))
+        for metric, statistic in S.SEMANTIC_STATISTICS.items():
+            assert resampled.evaluate(statistic, columns, weights)[b] == expected[metric]
+            assert resampled.evaluate(statistic, _repeated(columns, counts))[0] == expected[metric]
+    nothing = S.class_count_columns(M.confusion_matrices(pred, gt, k, np.zeros_like(valid)))
+    assert resampled.evaluate("semantic_miou", nothing)[0] == M.miou_from_confusion(np.zeros((k, k), dtype=int))
+    with pytest.raises(ValueError, match="class_inter"):
+        resampled.evaluate("semantic_miou", {n: c for n, c in columns.items() if n != "class_pred_002"})
+
+
+def test_pooled_pearson_is_scipys_on_the_run_and_on_resamples():
+    gt = RNG.random((9, 7, 7)) + 1e4  # a large common offset: the centred sums keep the digits
+    pred = 3.0 + 0.5 * gt + 0.3 * RNG.random(gt.shape) + np.arange(9)[:, None, None] * 0.01
+    columns = S.pearson_columns(pred, gt)
+    accumulator = M.PearsonAccumulator()
+    accumulator.update(pred, gt)
+    assert resampled.evaluate("pooled_pearson", columns)[0] == pytest.approx(accumulator.value(), abs=1e-12)
+    weights = RNG.multinomial(len(gt), np.full(len(gt), 1 / len(gt)), size=4)
+    weights[0] = [0, 3, 0, 0, 2, 1, 0, 2, 1]
+    got = resampled.evaluate("pooled_pearson", columns, weights)
+    for b, counts in enumerate(weights):
+        drawn = np.repeat(np.arange(len(gt)), counts)
+        expected = pearsonr(pred[drawn].ravel(), gt[drawn].ravel()).statistic
+        assert got[b] == pytest.approx(expected, abs=1e-10)
+        assert got[b] == pytest.approx(resampled.evaluate("pooled_pearson", _repeated(columns, counts))[0], abs=1e-12)
+    flat = S.pearson_columns(np.ones((3, 4, 4)), RNG.random((3, 4, 4)))
+    assert resampled.evaluate("pooled_pearson", flat)[0] == 0.0  # a constant side, as the accumulator
+    with pytest.raises(ValueError, match="pearson_sxy"):
+        resampled.evaluate("pooled_pearson", {n: c for n, c in columns.items() if n != "pearson_sxy"})
 
 
 # -- targets --------------------------------------------------------------------------------------------
@@ -250,6 +303,12 @@ def test_dense_probe_end_to_end(scenes, fake_dense_features, task, head):
     if task == "semantic_segmentation":
         assert {"miou", "pixel_acc", "mean_acc", "miou_per_image"} <= set(result.metrics)
         assert "miou" not in result.samples
+    # a pooled headline is a resampled statistic of the run's auxiliary rows, so its board gets intervals
+    assert spec.headline in result.samples or spec.headline in result.statistics
+    assert result.statistics.keys() == spec.statistics.keys()
+    check_result(spec, result)
+    if task == "semantic_segmentation":  # the pooled confusion matrix, recounted from the predictions
+        assert result.metrics["miou"] == resampled.evaluate("semantic_miou", result.auxiliary)[0]
     again = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "head": head}, seed=0))
     assert again.metrics == result.metrics  # seeded: a re-run reproduces exactly
 

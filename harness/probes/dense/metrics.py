@@ -2,7 +2,8 @@
 
 Every `*_per_image` function takes (N, ...) numpy arrays at the target resolution and returns (N,)
 float64 columns; the dataset metric is the column's mean (every image weighs the same). Metrics that do
-not decompose over images (mIoU from one confusion matrix, pooled Pearson r) are accumulators.
+not decompose over images (mIoU from one confusion matrix, pooled Pearson r) are resampled statistics of
+per-image auxiliary columns (`harness.probes.statistics.dense`); `PearsonAccumulator` is their reference.
 
 - Depth (probe3d / Eigen et al.): on valid pixels (gt > 0), δ_k = fraction with max(p/g, g/p) < 1.25^k,
   abs_rel = mean |p − g| / g, rmse = sqrt(mean (p − g)²), per image then averaged. NO per-image median
@@ -112,6 +113,15 @@ def semantic_summary(matrix: np.ndarray) -> dict[str, float]:
     recall = np.diag(matrix)[truth > 0] / truth[truth > 0]
     return {"miou": miou_from_confusion(matrix), "pixel_acc": float(np.trace(matrix) / max(matrix.sum(), 1)),
             "mean_acc": float(recall.mean()) if recall.size else 1.0}
+
+
+def confusion_matrices(pred: np.ndarray, gt: np.ndarray, num_classes: int, valid: np.ndarray | None = None
+                       ) -> np.ndarray:
+    """(N, K, K) int64: each image's confusion matrix over its valid pixels (the pooled metrics' per-image rows)."""
+    if valid is None:
+        valid = np.ones(gt.shape, dtype=bool)
+    matrices = [confusion_matrix(p[v], g[v], num_classes) for p, g, v in zip(pred, gt, valid, strict=True)]
+    return np.stack(matrices) if matrices else np.zeros((0, num_classes, num_classes), dtype=np.int64)
 
 
 def semantic_per_image(

@@ -28,8 +28,8 @@ baseline the head started from; the check compares the two and may add warnings 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeAlias
 
@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.datasets.manifest import Manifest
+from harness.probes import resampled
 from harness.probes.arrays import ARRAYS_DATASET, ArrayForm, class_names, rows_of
 from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.dense import metrics as M
@@ -46,6 +47,7 @@ from harness.probes.dense.heads import build_head, logit
 from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.train import predict_logits, train_dense_head
+from harness.probes.statistics import dense as S
 
 
 class Accumulator(Protocol):
@@ -68,6 +70,11 @@ class DenseTask:
     # (the head's metrics, its prior's as a constant prediction on the same images) → warnings for the record;
     # needs `prior`. None: no check.
     warn: Callable[[dict[str, float], dict[str, float]], list[str]] | None = None
+    # metrics pooled over pixels (mIoU, Pearson r): (pred, target, valid, num_outputs) → (N,) auxiliary columns,
+    # each image's share of the pooled quantity, and metric → the `harness.probes.statistics.dense` statistic that
+    # recomputes the metric from them (so the site can resample it). The run reports the statistic over all rows.
+    auxiliary: Callable[..., dict[str, np.ndarray]] | None = None
+    statistics: Mapping[str, str] = field(default_factory=dict)
 
 
 # a probe whose parameters choose between tasks (normals' loss) registers a choice: params → task
@@ -115,17 +122,6 @@ def _prior_bias(task: DenseTask, stream: DenseStream, out_channels: int) -> np.n
     return task.prior.bias(sums).astype(np.float32)
 
 
-class _Confusion:
-    def __init__(self, num_classes: int) -> None:
-        self.matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
-
-    def update(self, pred, target, valid) -> None:
-        self.matrix += M.confusion_matrix(pred[valid], target[valid], len(self.matrix))
-
-    def result(self) -> dict[str, float]:
-        return M.semantic_summary(self.matrix)
-
-
 class _PooledIoU:
     def __init__(self) -> None:
         self.inter = self.union = 0
@@ -138,15 +134,9 @@ class _PooledIoU:
         return {"iou_pooled": self.inter / self.union if self.union else 1.0}
 
 
-class _Pearson:
-    def __init__(self) -> None:
-        self.pearson = M.PearsonAccumulator()
-
-    def update(self, pred, target, valid) -> None:
-        self.pearson.update(pred, target)
-
-    def result(self) -> dict[str, float]:
-        return {"pearson": self.pearson.value()}
+def _pearson_columns(pred: np.ndarray, target: np.ndarray, valid: np.ndarray, num_outputs: int
+                     ) -> dict[str, np.ndarray]:
+    return S.pearson_columns(pred, target)  # every pixel: the regression maps mask nothing
 
 
 def _depth_loss(logits, target, valid):
@@ -171,18 +161,21 @@ SEMANTIC = DenseTask(
     "semantic", T.encode_labels, lambda m: len(m.classes),
     lambda z, t, v: F.cross_entropy(z, torch.where(v, t, -100), ignore_index=-100),
     lambda z: _numpy(z.argmax(dim=1)), lambda p, t, v, k: M.semantic_per_image(p, t, k, v),
-    lambda m: _Confusion(len(m.classes)), LOG_CLASS_FREQUENCY)
+    prior=LOG_CLASS_FREQUENCY, auxiliary=lambda p, t, v, k: S.class_count_columns(M.confusion_matrices(p, t, k, v)),
+    statistics=S.SEMANTIC_STATISTICS)
 EDGE = DenseTask(
     ("texture_edges", "edge"),  # the scenes' painted-texture edges; BSDS500's mean human boundaries
     T.encode_edge_magnitude, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
-    lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), lambda m: _Pearson(), MEAN_VALUE)
+    lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
+    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
 KEYPOINTS = DenseTask(
     "keypoints", T.encode_keypoints, lambda m: 1, lambda z, t, v: F.mse_loss(torch.sigmoid(z[:, 0]), t),
-    lambda z: _numpy(torch.sigmoid(z[:, 0])), lambda p, t, v, k: M.regression_per_image(p, t), lambda m: _Pearson(),
-    LOGIT_OF_MEAN)
+    lambda z: _numpy(torch.sigmoid(z[:, 0])), lambda p, t, v, k: M.regression_per_image(p, t), prior=LOGIT_OF_MEAN,
+    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
 OCCLUSION = DenseTask(
     "occlusion_edges", T.encode_occlusion_log1p, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
-    lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), lambda m: _Pearson(), MEAN_VALUE)
+    lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
+    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
 
 
 def _target_name(task: DenseTask, manifest: Manifest) -> str:
@@ -231,7 +224,7 @@ def run_dense(task: DenseTask, inputs: ProbeInputs) -> ProbeResult:
               "target_size": size, "layer_channels": list(layer_channels) if layer_channels else None,
               "classes": list(manifest.classes)}
     return ProbeResult(result.metrics, result.sample_ids, result.samples, result.unit, ProbeHead(tensors, config),
-                       warnings=result.warnings)
+                       auxiliary=result.auxiliary, statistics=result.statistics, warnings=result.warnings)
 
 
 def score_dense_head(task: DenseTask, inputs: ProbeInputs, saved: ProbeHead) -> ProbeResult:
@@ -270,6 +263,7 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     accumulator = task.accumulator(manifest) if task.accumulator else None
     ids: list[str] = []
     parts: dict[str, list[np.ndarray]] = {}
+    auxiliary_parts: dict[str, list[np.ndarray]] = {}
     blind: dict[str, list[np.ndarray]] = {}
     for batch in evaluation.batches():
         logits = predict_logits(head, batch.features, size=size, layer_channels=layer_channels)
@@ -282,6 +276,9 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
                 blind.setdefault(name, []).append(column)
         if accumulator is not None:
             accumulator.update(pred, target, valid)
+        if task.auxiliary is not None:
+            for name, column in task.auxiliary(pred, target, valid, out_channels).items():
+                auxiliary_parts.setdefault(name, []).append(column)
         ids += [item.path for item in batch.items]
     columns = {name: np.concatenate(chunks).astype(np.float64) for name, chunks in parts.items()}
     # an image with no valid pixels (depth, normals) has no score: it is left out, not counted as 0
@@ -289,14 +286,19 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     if not scored.any():
         raise ValueError("no evaluation image has a valid target pixel")
     columns = {name: column[scored] for name, column in columns.items()}
+    auxiliary = {name: np.concatenate(chunks).astype(np.float64)[scored] for name, chunks in auxiliary_parts.items()}
     ids = [i for i, keep in zip(ids, scored, strict=True) if keep]
     metrics = accumulator.result() if accumulator is not None else {}
     metrics |= column_means(columns)  # the column is the truth
+    # a pooled metric is its statistic over the rows kept: what check_result and the site recompute
+    metrics |= {name: float(resampled.evaluate(statistic, {**columns, **auxiliary})[0])
+                for name, statistic in task.statistics.items()}
     warnings = []
     if prior_bias is not None and task.warn is not None:
         prior = {name: float(np.mean(np.concatenate(chunks)[scored])) for name, chunks in blind.items()}
         warnings = task.warn(metrics, prior)
-    return ProbeResult(metrics, ids, columns, unit="image", warnings=warnings)
+    return ProbeResult(metrics, ids, columns, unit="image", auxiliary=auxiliary, statistics=dict(task.statistics),
+                       warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -349,7 +351,7 @@ def register_dense_probe(name: str, level: str, protocol: str, headline: str, ta
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(_run_chosen, choose), params=params, lower_is_better=frozenset({"train_loss", *lower}),
         fit="squash", fewshot_unit="images", score_head=partial(_score_chosen, choose), uses_device=True,
-        arrays=DenseArrays(target, classes), folder_layout="dense_folder")
+        arrays=DenseArrays(target, classes), folder_layout="dense_folder", statistics=dict(default.statistics))
     return register_probe(spec, module=sys._getframe(1).f_globals["__name__"])
 
 
