@@ -70,6 +70,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block.
     `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU that is not here is a ConfigError
     before any work."""
+    from harness.core.devices import explicit_device
     from harness.runs.own_data import dataset_spec
     from harness.stages import calls as stage_calls
     from harness.stages.common import StageFailed
@@ -101,7 +102,8 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
     )
     _check(params)
     root = Path(workspace)
-    with paths.workspace(root):
+    # the explicit argument beats an inherited VISBENCH_DEVICE, which stages would otherwise prefer to settings
+    with paths.workspace(root), explicit_device(device):
         try:
             if head_file is None:
                 stage_calls.prepare(name, params)

@@ -3,10 +3,12 @@ datasets (train on one, evaluate on another), and `probe.evaluate` on arrays."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import write_image_folder
 
 import harness
@@ -132,3 +134,22 @@ def test_variations_keep_their_own_records_and_share_the_features(project):
     assert variant.record.run_id.startswith("tiny_p") and variant.record_path != default.record_path
     assert default.record_path.is_file() and default.head_path.read_bytes() != variant.head_path.read_bytes()
     assert [p.name for p in Path("user/features").iterdir()] == ["tiny"]  # one feature folder per dataset
+
+
+def test_an_explicit_device_beats_an_inherited_visbench_device(project, monkeypatch):
+    """`harness.run(device="cpu")` computes on the CPU although the shell exported VISBENCH_DEVICE=cuda (which, with
+    no argument, the stages prefer to settings.device: on a machine without a GPU that run is refused), and the
+    variable is as it was afterwards."""
+    from harness.core.devices import DEVICE_ENV, explicit_device, requested_device
+
+    monkeypatch.setenv(DEVICE_ENV, "cuda")
+    with explicit_device("cpu"):
+        assert requested_device("auto") == "cpu"
+    assert requested_device("cpu") == "cuda"
+    result = harness.run(CONTROL, "classification", "tiny", device="cpu")
+    assert result.record.status == "ok" and result.record.environment.device.startswith("cpu:")
+    assert result.record.environment.features_device is None
+    assert os.environ[DEVICE_ENV] == "cuda"
+    if not torch.cuda.is_available():  # the inherited variable alone still decides, and here it cannot
+        with pytest.raises((RunFailed, ConfigError)):
+            harness.run(CONTROL, "retrieval", "tiny")

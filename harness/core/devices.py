@@ -17,10 +17,12 @@ CUDA runtime.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
 import subprocess
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +32,12 @@ from harness.core.config import DEVICE_SPELLING
 if TYPE_CHECKING:
     import torch
 
-DEVICE_ENV = "VISBENCH_DEVICE"  # what the CLI asked for, for the stages DVC starts (it overrides settings.device)
+# The one channel a stage reads its device from (`requested_device`), in this order: an explicit argument (the CLI's
+# `device=`, the API's `device=`, each handed on through this variable for the stages run under it: `explicit_device`),
+# then the variable as inherited, then params.yaml's `settings.device`. The CLI's request can only reach the stages DVC
+# starts through their environment, so an inherited variable must beat settings too, or `device=` would be
+# powerless against params.yaml.
+DEVICE_ENV = "VISBENCH_DEVICE"
 # /proc/cpuinfo flags that select different torch/oneDNN kernels for the same work (and so can change the last
 # bits of a ViT's features): the vector width and the bf16/int8 matrix instructions
 KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
@@ -59,8 +66,26 @@ def parse_devices(spec: str) -> list[str]:
 
 
 def requested_device(setting: str) -> str:
-    """The device a stage was asked for: the CLI's (VISBENCH_DEVICE) over params.yaml's `settings.device`."""
+    """The device a stage was asked for: VISBENCH_DEVICE (an explicit argument handed on, or inherited) over
+    params.yaml's `settings.device`."""
     return parse_device(os.environ.get(DEVICE_ENV) or setting)
+
+
+@contextlib.contextmanager
+def explicit_device(device: str | None) -> Iterator[None]:
+    """Stages run inside use `device` whatever VISBENCH_DEVICE held (restored after); None changes nothing."""
+    if device is None:
+        yield
+        return
+    before = os.environ.get(DEVICE_ENV)
+    os.environ[DEVICE_ENV] = parse_device(device)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DEVICE_ENV, None)
+        else:
+            os.environ[DEVICE_ENV] = before
 
 
 def resolve_device(spec: str) -> torch.device:
