@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -236,3 +237,17 @@ def test_write_text_atomic_failure_keeps_the_old_file(tmp_path):
         write_text_atomic(path, 123)  # type: ignore[arg-type]
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]
+
+
+def test_an_interval_is_seeded_by_the_scores_never_by_the_run_id():
+    """The same per-sample scores under two run ids (a user's runs of the same data) give the same interval; other
+    scores a different draw."""
+    from harness.runs.intervals import metric_interval
+
+    rng = np.random.default_rng(0)
+    columns = {"top1": (rng.random(30) < 0.6).astype(np.float64), "top5": np.ones(30)}
+    one = make_record(run_id="user-a", samples=SAMPLES.model_copy(update={"count": 30}))
+    other = make_record(run_id="user-b", samples=SAMPLES.model_copy(update={"count": 30}))
+    assert metric_interval(one, "top1", columns) == metric_interval(other, "top1", columns)
+    changed = make_record(run_id="user-a", samples=SAMPLES.model_copy(update={"count": 30, "sha256": "ef" * 32}))
+    assert metric_interval(changed, "top1", columns) != metric_interval(one, "top1", columns)

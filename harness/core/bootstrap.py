@@ -30,6 +30,18 @@ def derived_seed(*parts: str) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+def interval_seed(samples_sha256: str, metric: str) -> int:
+    """The seed of a metric's interval: from the per-sample file's content, never the run's name, so the same
+    scores give the same interval whatever run (or user experiment) holds them."""
+    return derived_seed("ci", samples_sha256, metric)
+
+
+def paired_seed(board: str, samples_a: str, samples_b: str, metric: str) -> int:
+    """The seed of a paired test on `board`: from the board and both per-sample files' contents (in either
+    order), never the runs' names."""
+    return derived_seed("paired", board, *sorted((samples_a, samples_b)), metric)
+
+
 def _resampled_means(values: np.ndarray, seed: int, resamples: int) -> np.ndarray:
     """Means of `resamples` bootstrap resamples of `values`, drawn in fixed-size chunks."""
     n = len(values)

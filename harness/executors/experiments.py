@@ -163,7 +163,7 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
 
 def _paired_line(run: Run, committed, experiment, ref: str) -> str | None:
     """`RUN headline Δ +0.0067 [-0.0067, +0.0200] over 150 images: tied`, from both runs' per-sample files."""
-    from harness.leaderboard.statistics import PairingError, derived_seed, paired_bootstrap
+    from harness.leaderboard.statistics import PairingError, paired_bootstrap, paired_seed
     from harness.runs.samples import parse_samples
 
     metric = committed.headline_metric
@@ -174,7 +174,8 @@ def _paired_line(run: Run, committed, experiment, ref: str) -> str | None:
         return f"{run.stage:<44} {metric}: a per-sample file is missing, so no paired interval"
     (ids_a, cols_a), (ids_b, cols_b) = (parse_samples(text) for text in texts)
     try:
-        test = paired_bootstrap(ids_b, cols_b[metric], ids_a, cols_a[metric], seed=derived_seed(run.stage, ref))
+        test = paired_bootstrap(ids_b, cols_b[metric], ids_a, cols_a[metric], seed=paired_seed(
+            run.task, committed.samples.sha256, experiment.samples.sha256, metric))
     except PairingError as error:
         return f"{run.stage:<44} {metric}: {error}"
     sign = -1.0 if metric in experiment.higher_is_better and not experiment.higher_is_better[metric] else 1.0

@@ -6,8 +6,9 @@
 - across boards: the cross-task table (normalised rank of each backbone and layer set on each board) with
   its aggregate, and rank agreement between boards.
 
-Every seed is derived from the names of what is measured (see `statistics.derived_seed`), so the
-numbers do not depend on which page asks first or on the order of the records.
+Every seed is derived from what is measured (see `statistics.derived_seed`): an interval's and a paired test's from
+the board and the per-sample files' contents, never a run's name, so the numbers do not depend on which page asks
+first, on the order of the records, or on what a run is called.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from harness.leaderboard.statistics import (
     derived_seed,
     group_label,
     holm,
+    interval_seed,
     kendall_tau_b,
     paired_bootstrap,
+    paired_seed,
     paired_statistic_bootstrap,
     rank_correlation,
     statistic_ci,
@@ -62,6 +65,7 @@ class RunSamples:
     unit: str
     auxiliary: dict[str, np.ndarray] = field(default_factory=dict)  # rows resampled statistics are computed from
     statistics: dict[str, str] = field(default_factory=dict)  # metric -> `harness.probes.resampled` statistic
+    sha256: str = ""  # the per-sample file's hash: what seeds its bootstraps (`interval_seed`, `paired_seed`)
 
     def resamplable(self, metric: str) -> bool:
         """Whether a bootstrap can resample this metric: a score column, or a statistic of auxiliary columns."""
@@ -161,8 +165,9 @@ def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Pa
             (run_auxiliary if row["auxiliary"] else run_columns)[row["metric"]] = np.array(row["scores"],
                                                                                          dtype=np.float64)
     statistics = {r.run_id: dict(r.samples.statistics) for r in records if r.samples is not None}
+    digests = {r.run_id: r.samples.sha256 for r in records if r.samples is not None}
     return {run_id: RunSamples(ids.get(run_id, []), columns[run_id], unit, auxiliary[run_id],
-                               statistics.get(run_id, {}))
+                               statistics.get(run_id, {}), digests.get(run_id, ""))
             for run_id, unit in units.items()}
 
 
@@ -170,10 +175,10 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     boards = db.boards(con)
     samples = load_samples(con, records, root)
     keys = [(run_id, name) for run_id, run in samples.items() for name in sorted(run.columns)]
-    jobs = [(samples[run_id].columns[name], derived_seed("ci", run_id, name)) for run_id, name in keys]
+    jobs = [(samples[run_id].columns[name], interval_seed(samples[run_id].sha256, name)) for run_id, name in keys]
     intervals = dict(zip(keys, bootstrap_cis(jobs, workers=_cores()), strict=True))
     # metrics that are not means (macro-F1, ODS): recomputed per resample, with the seed a mean's interval has
-    intervals |= {(run_id, name): statistic_ci(run.statistic(name), len(run.ids), derived_seed("ci", run_id, name))
+    intervals |= {(run_id, name): statistic_ci(run.statistic(name), len(run.ids), interval_seed(run.sha256, name))
                   for run_id, run in samples.items() for name in sorted(run.statistics) if run.ids}
     names = board_names(boards)
     codes = board_codes([b["comparability_key"] for b in boards])
@@ -248,7 +253,7 @@ def _board_stats(board: dict[str, Any], code: str, label: str, title: str, sampl
                 stats.sample_count, stats.unit = len(run.ids), run.unit
     for upper, lower in itertools.combinations(stats.tested, 2):
         a, b = samples[upper], samples[lower]
-        seed = derived_seed("paired", *sorted((upper, lower)), headline)
+        seed = paired_seed(board["comparability_key"], a.sha256, b.sha256, headline)
         try:
             if headline in a.columns and headline in b.columns:
                 stats.pairs[upper, lower] = paired_bootstrap(a.ids, a.columns[headline], b.ids, b.columns[headline],

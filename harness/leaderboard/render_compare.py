@@ -26,7 +26,7 @@ from harness.leaderboard.markdown import (
     page,
     table,
 )
-from harness.leaderboard.statistics import ALPHA, RESAMPLES, PairedTest, derived_seed, paired_bootstrap
+from harness.leaderboard.statistics import ALPHA, RESAMPLES, PairedTest, paired_bootstrap, paired_seed
 
 # |SQL's mean paired difference − the bootstrap's| above this means the two pairings disagree.
 _DIFFERENCE_TOLERANCE = 1e-9
@@ -51,7 +51,7 @@ def _test(pair: dict[str, Any], board: dict[str, Any], analysis: Analysis) -> tu
     if pair["paired_n"] is None or sample_a is None or sample_b is None \
             or not pair["paired_n"] == pair["samples_a"] == pair["samples_b"]:
         return None, None
-    seed = derived_seed("paired", *sorted((a, b)), headline)  # the seed the board would use
+    seed = paired_seed(board["comparability_key"], sample_a.sha256, sample_b.sha256, headline)  # as the board's
     return paired_bootstrap(sample_a.ids, sample_a.columns[headline], sample_b.ids, sample_b.columns[headline],
                             seed), None
 

@@ -49,6 +49,8 @@ from harness.core.bootstrap import (  # the one bootstrap a stage's metrics file
     statistic_draws,
 )
 from harness.core.bootstrap import derived_seed as derived_seed
+from harness.core.bootstrap import interval_seed as interval_seed
+from harness.core.bootstrap import paired_seed as paired_seed
 from harness.core.bootstrap import statistic_ci as statistic_ci
 
 ALPHA = 0.05  # significance level for ties, after Holm

@@ -1,12 +1,12 @@
 """A run's headline with its 95% bootstrap interval, as the site computes it (the same functions and the same
-seed, `derived_seed("ci", run_id, metric)`): what a probe stage writes to its DVC metrics file, so `dvc metrics
-show` prints the interval beside the number."""
+seed, `interval_seed`: from the per-sample file's hash and the metric, never the run id): what a probe stage writes
+to its DVC metrics file, so `dvc metrics show` prints the interval beside the number."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness.core.bootstrap import Interval, bootstrap_ci, derived_seed, statistic_ci
+from harness.core.bootstrap import Interval, bootstrap_ci, interval_seed, statistic_ci
 from harness.probes import resampled
 from harness.runs.records import Record
 
@@ -17,7 +17,7 @@ def metric_interval(record: Record, name: str, columns: dict[str, np.ndarray]) -
     samples = record.samples
     if samples is None or samples.count == 0:
         return None
-    seed = derived_seed("ci", record.run_id, name)
+    seed = interval_seed(samples.sha256, name)
     if name in samples.columns:
         return bootstrap_ci(columns[name], seed)
     if name in samples.statistics:
