@@ -227,6 +227,30 @@ def test_integer_row_weights_are_pycocotools_on_the_images_repeated():
         assert got[:, b] == pytest.approx(reference, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", [3, 5, 8])
+def test_row_weights_are_pycocotools_on_the_images_repeated_with_scores_tied_inside_an_image(seed):
+    truths, found = _scenario(seed, lattice=True)  # three score values: ties inside images and between them
+    columns = _columns(truths, found)
+    rng = np.random.default_rng(seed)
+    weights = np.vstack([rng.multinomial(len(truths), np.full(len(truths), 1 / len(truths))) for _ in range(3)])
+    tied = [i for i, (_, score) in enumerate(found) if len(np.unique(score)) < len(score)]
+    weights[0, tied] = 3  # every image with a tie inside it drawn three times
+    got = np.stack([resampled.evaluate(name, columns, weights) for name in ("mask_ap", "mask_ap:50", "mask_ap:75")])
+    for b, row in enumerate(weights):
+        repeated = [i for i, count in enumerate(row) for _ in range(count)]  # each copy beside its original
+        reference = _pycocotools([truths[i] for i in repeated], [found[i] for i in repeated])
+        assert got[:, b] == pytest.approx(reference, abs=1e-12)
+        literal = _columns([truths[i] for i in repeated], [found[i] for i in repeated])
+        assert list(got[:, b]) == _ours(literal)  # the weighted count is the unweighted one on the copies, bit for bit
+    assert tied, "the scenario must tie scores inside an image"
+
+
+def test_the_statistic_refuses_fractional_weights():
+    columns = _columns(*_scenario(0))
+    with pytest.raises(ValueError, match="integer row weights"):
+        mask_ap(columns, np.full((1, 10), 0.5))
+
+
 def test_the_statistic_refuses_what_it_cannot_read():
     columns = _columns(*_scenario(0))
     with pytest.raises(ValueError, match="percentage"):

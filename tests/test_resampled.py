@@ -114,6 +114,35 @@ def test_counts_of_refuses_a_missing_threshold():
         resampled.counts_of(columns)
 
 
+def test_repeated_order_is_the_stable_sort_of_the_rows_repeated():
+    rng = np.random.default_rng(7)
+    rows, per_row = 6, rng.integers(0, 5, size=6)
+    owner = np.repeat(np.arange(rows), per_row)
+    score = rng.choice([0.2, 0.5, 0.9], size=len(owner))  # ties inside rows and between them
+    order = np.argsort(-score, kind="stable")  # the reference's pooled order of the rows
+    for counts in (np.ones(rows, dtype=int), np.array([0, 3, 1, 2, 0, 2]), rng.integers(0, 4, size=rows)):
+        # the reference on the rows literally repeated, each copy beside its original: (copy's owner, item) pairs
+        copies = [(r, item) for r in range(rows) for _ in range(counts[r]) for item in np.flatnonzero(owner == r)]
+        literal = [item for _, item in sorted(copies, key=lambda copy: -score[copy[1]])]  # sorted() is stable
+        got = order[resampled.repeated_order(owner[order], score[order], counts)]
+        assert got.tolist() == literal
+
+
+@pytest.mark.parametrize("name", ["anomaly_auroc", "anomaly_aupr", "anomaly_f1_max", "anomaly_fpr95"])
+def test_score_ranking_statistics_under_weights_are_the_rows_repeated(name):
+    rng = np.random.default_rng(3)
+    n = 14
+    columns = {"anomaly_score": rng.choice([0.1, 0.2, 0.3], n), "anomalous": rng.integers(0, 2, n).astype(float),
+               "defect_type": np.zeros(n)}  # three score values: ties between rows of both kinds
+    weights = rng.multinomial(n, np.full(n, 1 / n), size=8)
+    weights[0] = 0
+    weights[0, :5] = [3, 0, 2, 4, 5]
+    got = resampled.evaluate(name, columns, weights)
+    for b, counts in enumerate(weights):
+        literal = resampled.evaluate(name, {k: np.repeat(v, counts) for k, v in columns.items()})[0]
+        np.testing.assert_array_equal(got[b], literal)
+
+
 def _classification_result(**changes) -> ProbeResult:
     labels = np.array([0, 1, 2, 1, 0])
     predicted = np.array([0, 1, 1, 1, 2])

@@ -60,6 +60,40 @@ def macro_f1_name(num_classes: int) -> str:
     return f"macro_f1:{num_classes}"
 
 
+def integer_weights(weights: np.ndarray, statistic: str) -> np.ndarray:
+    """(B, n) row weights as int64 counts, refused unless each is a whole number ≥ 0: a statistic that orders
+    scores reads a weight as how many copies of the row to put in that order, so it has no fractional form."""
+    weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    counts = np.rint(weights)
+    if not (np.all(counts == weights) and np.all(counts >= 0)):
+        raise ValueError(f"{statistic} reads integer row weights (how many times each row is drawn); give bootstrap "
+                         "counts, not fractions")
+    return counts.astype(np.int64)
+
+
+def repeated_order(owner: np.ndarray, score: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Indices into pooled items, in the order the rows repeated `counts` times would put them.
+
+    `owner` and `score` describe pooled items (detections) already in the reference's order: stably sorted by
+    decreasing score from row order, then each row's own order, so within a run of equal scores a row's items
+    sit together and rows follow one another. The rows repeated, each copy beside its original, are pooled and
+    sorted the same way: each run of one row's items of one score then appears once per copy, whole, before the
+    next row's, so a tie inside a row repeats as the block it is ([a, b, a, b], not [a, a, b, b]). Row r's
+    blocks appear counts[r] times (0: left out). Integer counts only (`integer_weights`)."""
+    owner, score = np.asarray(owner, dtype=np.int64), np.asarray(score, dtype=np.float64)
+    items = len(owner)
+    if items == 0:
+        return np.zeros(0, dtype=np.int64)
+    new_block = np.ones(items, dtype=bool)
+    new_block[1:] = (owner[1:] != owner[:-1]) | (score[1:] != score[:-1])
+    starts = np.flatnonzero(new_block)
+    lengths = np.diff(np.append(starts, items))
+    copies = np.repeat(np.arange(len(starts)), np.asarray(counts, dtype=np.int64)[owner[starts]])
+    sizes = lengths[copies]
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.repeat(starts[copies], sizes) + offsets
+
+
 _COUNT_COLUMN = re.compile(r"^(cnt_r|sum_r|cnt_p|sum_p)_(\d+)$")
 
 

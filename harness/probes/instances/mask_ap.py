@@ -20,13 +20,15 @@ Resampled form. A run writes one row per evaluation image (`image_columns`): `nu
 `num_objects` (its objects) and, per detection slot k (score order), `mask_score_k` and `mask_matched_k`, the
 thresholds at which that detection is a true positive as a bit mask (bit t set: matched at IoU_THRESHOLDS[t];
 the greedy matching is not monotone in t, so one number per detection would not do). Slots past an image's
-`num_predicted` hold 0 and are never read. Under row weights w (how many times each image is drawn), every
-detection of image i counts w_i times in the cumulative true and false positives, at its place in the pooled
-order, and the number of objects is Σ w_i·num_objects_i. With every weight 1 that is `COCOeval` exactly; with
-integer weights it is `COCOeval` on the images repeated w_i times, each copy beside its original (copies' equal
-scores then sit together, and a detection counted twice at once gives the same envelope as the two copies one
-after the other). Rows are read in the order given: the probe writes them in sample-id order, so score ties
-between images resolve the same way in the run and in the site's paired resamples, which put rows in id order.
+`num_predicted` hold 0 and are never read. Under integer row weights w (how many times each image is drawn),
+the AP is `COCOeval`'s on the images repeated w_i times, each copy beside its original (with every weight 1, the
+run itself): the number of objects is Σ w_i·num_objects_i, and the cumulative true and false positives run over
+the pooled order of the repeated images (`resampled.repeated_order`), where detections of one image that tie on
+score repeat as a block, copy after copy, as `COCOeval` orders them. Counting each detection w_i times in place
+would put a tied pair's copies side by side ([a, a, b, b] for `COCOeval`'s [a, b, a, b]) and move the AP by up
+to 0.075. Weights must be whole numbers (bootstrap counts). Rows are read in the order given: the probe writes
+them in sample-id order, so score ties between images resolve the same way in the run and in the site's paired
+resamples, which put rows in id order.
 A resample with no object has no AP (NaN), as `COCOeval` leaves a category without objects at -1.
 """
 
@@ -36,6 +38,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from harness.probes.resampled import integer_weights, repeated_order
 
 # COCOeval's parameters (Params.setDetParams), spelled as it builds them
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
@@ -136,28 +140,29 @@ def _threshold_indices(argument: str) -> list[int]:
 
 
 def mask_ap(columns: Mapping[str, np.ndarray], weights: np.ndarray, argument: str = "") -> np.ndarray:
-    """(B,) mask AP of the rows under (B, n) row weights (module docstring); `argument` picks one IoU threshold
-    ("50": AP50) or, empty, averages all ten (AP@[.5:.95])."""
+    """(B,) mask AP of the rows under (B, n) integer row weights (module docstring); `argument` picks one IoU
+    threshold ("50": AP50) or, empty, averages all ten (AP@[.5:.95])."""
     thresholds = _threshold_indices(argument)
     owner, score, bits = pooled_detections(columns)
-    weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))
-    positives = weights @ np.asarray(columns[NUM_OBJECTS], dtype=np.float64)  # (B,)
+    counts = integer_weights(weights, "mask_ap")
+    positives = counts @ np.asarray(columns[NUM_OBJECTS], dtype=np.int64)  # (B,)
     order = np.argsort(-score, kind="mergesort")  # COCOeval.accumulate's pooled sort
-    drawn = weights[:, owner[order]]  # (B, D): how many times each detection counts
-    precision = np.zeros((len(weights), len(thresholds), len(RECALL_POINTS)))
-    detections = len(order)
-    for j, t in enumerate(thresholds):
-        hit = ((bits[order] >> t) & 1).astype(bool)
-        tp_sum, fp_sum = np.cumsum(drawn * hit, axis=1), np.cumsum(drawn * ~hit, axis=1)
-        for b in range(len(weights) if detections else 0):
-            if positives[b] <= 0:
-                continue
-            tp, fp = tp_sum[b], fp_sum[b]
-            recall = tp / positives[b]
-            pr = tp / (fp + tp + np.spacing(1))  # COCOeval's guard against 0/0
-            pr = np.maximum.accumulate(pr[::-1])[::-1]
-            at = np.searchsorted(recall, RECALL_POINTS, side="left")
-            inside = at < detections
-            precision[b, j, inside] = pr[at[inside]]
-    ap = precision.reshape(len(weights), -1).mean(axis=1)
+    hits = (bits[order][None, :] >> np.asarray(thresholds)[:, None]) & 1 == 1  # (T', D) in pooled order
+    precision = np.zeros((len(counts), len(thresholds), len(RECALL_POINTS)))
+    for b in range(len(counts) if len(order) else 0):
+        if positives[b] <= 0:
+            continue
+        # the pooled order of the images repeated: each copy's tied detections together (`repeated_order`)
+        hit = hits[:, repeated_order(owner[order], score[order], counts[b])]
+        if not hit.shape[1]:
+            continue
+        tp, fp = np.cumsum(hit, axis=1, dtype=np.float64), np.cumsum(~hit, axis=1, dtype=np.float64)
+        recall = tp / positives[b]
+        pr = tp / (fp + tp + np.spacing(1))  # COCOeval's guard against 0/0
+        pr = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
+        for j in range(len(thresholds)):
+            at = np.searchsorted(recall[j], RECALL_POINTS, side="left")
+            inside = at < hit.shape[1]
+            precision[b, j, inside] = pr[j, at[inside]]
+    ap = precision.reshape(len(counts), -1).mean(axis=1)
     return np.where(positives > 0, ap, np.nan)
