@@ -20,6 +20,7 @@ from pycocotools.cocoeval import COCOeval
 
 from harness.datasets.manifest import Manifest
 from harness.datasets.voc_detection import VOC_DETECTION_CLASSES, prepare_voc2012_detection
+from harness.probes import resampled
 from harness.probes.base import ProbeInputs
 from harness.probes.detection.annotations import (
     Detections,
@@ -30,7 +31,7 @@ from harness.probes.detection.annotations import (
 from harness.probes.detection.coco_ap import coco_metrics
 from harness.probes.detection.fcos import assign, decode
 from harness.probes.detection.probe import DETECTION_PROBE
-from harness.probes.detection.voc_ap import voc_metrics
+from harness.probes.detection.voc_ap import voc_image_columns, voc_metrics
 from harness.runs.probe_run import check_result
 from harness.runs.samples import samples_csv
 
@@ -329,6 +330,55 @@ def test_voc_difficult_duplicates_and_the_nan_prefix():
         voc_metrics([only_difficult], [dets], ["a", "b"])
 
 
+# -- VOC AP as a resampled statistic -------------------------------------------------------------------------
+
+def _tied(found: list[Detections], levels: int = 10) -> list[Detections]:
+    """Confidences rounded to `levels` steps: ties inside images and between them."""
+    return [Detections(d.boxes, np.round(d.scores * levels) / levels, d.labels) for d in found]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("lattice", [False, True])
+def test_voc_statistic_over_all_rows_is_voc_metrics_bit_for_bit(seed, lattice):
+    truths, found = _scenario(seed, difficult=True, integer=True, lattice=lattice)
+    found = _tied(found) if seed % 2 else found
+    columns = voc_image_columns(truths, found, NUM_CLASSES)
+    assert resampled.evaluate("voc_map50", columns)[0] == voc_metrics(truths, found, ["a", "b", "c"])["voc_map50"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_voc_statistic_under_integer_weights_is_the_devkit_on_the_images_repeated(seed):
+    truths, found = _scenario(seed, difficult=True, integer=True, lattice=seed % 2 == 1)
+    found = _tied(found, levels=2)
+    columns = voc_image_columns(truths, found, NUM_CLASSES)
+    rng = np.random.default_rng(seed)
+    n = len(truths)
+    weights = rng.multinomial(n, np.full(n, 1 / n), size=6)
+    tied = [i for i, d in enumerate(found) if len(np.unique(np.c_[d.scores, d.labels], axis=0)) < len(d.scores)]
+    assert tied, "the scenario must tie a class's confidences inside an image"
+    weights[0, tied] = 3  # every image with a tie inside it drawn three times
+    got = resampled.evaluate("voc_map50", columns, weights)
+    for b, counts in enumerate(weights):
+        repeated = np.repeat(np.arange(n), counts)  # each copy beside its original
+        again = voc_image_columns([truths[i] for i in repeated], [found[i] for i in repeated], NUM_CLASSES)
+        literal = resampled.evaluate("voc_map50", again)[0]
+        if np.isnan(got[b]):  # no non-difficult object drawn: the devkit has no mAP either
+            assert np.isnan(literal)
+            continue
+        assert got[b] == literal  # the weighted count is the unweighted one on the copies, bit for bit
+        reference = voc_metrics([truths[i] for i in repeated], [found[i] for i in repeated], ["a", "b", "c"])
+        assert got[b] == reference["voc_map50"]
+
+
+def test_voc_statistic_refuses_what_it_cannot_read():
+    truths, found = _scenario(0, difficult=True)
+    columns = voc_image_columns(truths, found, NUM_CLASSES)
+    with pytest.raises(ValueError, match="voc_objects"):
+        resampled.evaluate("voc_map50", {k: v for k, v in columns.items() if k != "voc_match_000"})
+    with pytest.raises(ValueError, match="integer row weights"):
+        resampled.evaluate("voc_map50", columns, np.full((1, len(truths)), 0.5))
+
+
 # -- assignment and decoding ---------------------------------------------------------------------------------
 
 def test_assignment_centre_sampling_fallback_and_smallest_box():
@@ -485,7 +535,10 @@ def test_detection_probe_end_to_end(scenes, fake_dense_features, tower):
     result = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "tower": tower}, seed=0))
     check_result(spec, result)  # what probe_run checks before writing a record
     assert result.unit == "image" and result.samples == {}
-    assert result.sample_ids == [i.path for i in scenes.split("val")]
+    # the headline resamples from the auxiliary rows: its board gets intervals and tie groups
+    assert result.statistics == {"voc_map50": "voc_map50"} == dict(spec.statistics)
+    assert resampled.evaluate("voc_map50", result.auxiliary)[0] == result.metrics["voc_map50"]
+    assert result.sample_ids == sorted(i.path for i in scenes.split("val"))
     assert samples_csv(result.sample_ids, result.samples).splitlines()[0] == "sample_id"
     scored = int(result.metrics["classes_scored"])
     per_class = sorted(k for k in result.metrics if k.startswith("ap50_"))

@@ -7,10 +7,12 @@ no early stopping), and the evaluation split is decoded to at most `max_detectio
 trains and predicts on the run's device (`ProbeInputs.device`); its raw outputs come back to the CPU, where they
 are decoded (thresholds, top-k, NMS) as on a CPU-only run.
 
-Metrics (dataset-level, so no per-sample column; the record's samples list the evaluation images):
-`voc_map50` (headline; VOC 2012 devkit AP at IoU 0.5, see `voc_ap`), `ap50_<class>` and `classes_scored`
-(classes with a non-difficult object in the evaluation split; the mean runs over them), `coco_map`
-(mAP@[.5:.95]), `coco_map50`, `coco_map75` (see `coco_ap`), and `train_loss` (last epoch's mean).
+Metrics (dataset-level, so no per-sample column; the record's samples list the evaluation images, in sample-id
+order): `voc_map50` (headline; VOC 2012 devkit AP at IoU 0.5, see `voc_ap`; a resampled statistic of per-image
+auxiliary columns, `harness.probes.statistics.detection`, so its board gets bootstrap intervals and paired
+tests), `ap50_<class>` and `classes_scored` (classes with a non-difficult object in the evaluation split; the
+mean runs over them), `coco_map` (mAP@[.5:.95]), `coco_map50`, `coco_map75` (see `coco_ap`), and `train_loss`
+(last epoch's mean).
 
 Params: train_split, eval_split, epochs, lr, weight_decay, batch_size; head: tower (3×3 conv layers, 0 =
 linear read-out), width, centerness (bool), radius (centre sampling, cells); decoding: score_threshold,
@@ -32,7 +34,8 @@ from harness.probes.dense.train import predict_logits, train_dense_head
 from harness.probes.detection.annotations import detection_classes, ground_truth_reader
 from harness.probes.detection.coco_ap import coco_metrics
 from harness.probes.detection.fcos import FCOSHead, assign, decode, fcos_loss
-from harness.probes.detection.voc_ap import voc_metrics
+from harness.probes.detection.voc_ap import voc_image_columns, voc_metrics
+from harness.probes.statistics.detection import METRIC_STATISTICS
 
 PROTOCOL = "fcos-single-scale/v1"
 
@@ -54,7 +57,10 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
     manifest = inputs.manifest
     names = [name for _, name in detection_classes(manifest)]
     truth = ground_truth_reader(manifest)
-    train_items, eval_items = manifest.split(p["train_split"]), manifest.split(p["eval_split"])
+    train_items = manifest.split(p["train_split"])
+    # sample-id order: score ties between images resolve by row order in the AP (`statistics.detection`), and the
+    # site's paired resamples put rows in id order, so the run writes them so
+    eval_items = sorted(manifest.split(p["eval_split"]), key=lambda item: item.path)
     grid_hw = tuple(int(v) for v in inputs.features(train_items[0]).shape[-2:])
     radius, centerness = float(p["radius"]), bool(p["centerness"])
 
@@ -84,10 +90,12 @@ def run_detection(inputs: ProbeInputs) -> ProbeResult:
             detections.append(decode(output, image.width, image.height, **settings))
     metrics = voc_metrics(ground_truth, detections, names) | coco_metrics(ground_truth, detections, len(names))
     metrics["train_loss"] = trained.train_loss
-    return ProbeResult(metrics, [item.path for item in eval_items], {}, unit="image")
+    auxiliary = voc_image_columns(ground_truth, detections, len(names))
+    return ProbeResult(metrics, [item.path for item in eval_items], {}, unit="image", auxiliary=auxiliary,
+                       statistics=dict(METRIC_STATISTICS))
 
 
 DETECTION_PROBE = register_probe(ProbeSpec(
     name="detection", level="high", protocol=PROTOCOL, feature_mode="dense", headline="voc_map50",
     run=run_detection, params=DetectionParams, lower_is_better=frozenset({"train_loss"}), fit="squash",
-    uses_device=True, folder_layout="voc_detection"))
+    uses_device=True, folder_layout="voc_detection", statistics=METRIC_STATISTICS))

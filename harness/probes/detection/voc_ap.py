@@ -16,6 +16,9 @@ far corners and the devkit's `x1 - x0 + 1` then gives back the edge width exactl
 procedural scenes' tight boxes (edges from the object's pixels) the +1 counts each boundary pixel whole,
 which is what those boxes mean. The COCO evaluator's +0 convention on the same edges gives the same IoU.
 Malformed boxes (inverted or not finite) are refused, as in `coco_ap` (`annotations.check_boxes`).
+
+Resampled form: `voc_image_columns` writes each image's detections with their outcomes and its objects per class,
+from which `harness.probes.statistics.detection.voc_map50` recomputes `voc_map50` under bootstrap row weights.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from harness.probes.detection.annotations import Detections, GroundTruth, check_images
+from harness.probes.statistics.detection import FALSE_POSITIVE, NEITHER, TRUE_POSITIVE, voc_columns, vocap
 
 MIN_OVERLAP = 0.5  # VOCopts.minoverlap
 
@@ -43,15 +47,36 @@ def devkit_overlaps(bb: np.ndarray, gt: np.ndarray) -> np.ndarray:
     return np.where(inter > 0, inter / np.where(inter > 0, union, 1.0), 0.0)
 
 
-def vocap(rec: np.ndarray, prec: np.ndarray) -> float:
-    """VOCap.m: all-point interpolated AP. Precision is NaN (0/0) only on a leading run of detections
-    matched to difficult objects, before the first recall step, so it never enters the sum; `np.fmax`
-    skips it in the envelope as MATLAB's `max` does."""
-    mrec = np.concatenate([[0.0], rec, [1.0]])
-    mpre = np.concatenate([[0.0], prec, [0.0]])
-    mpre = np.fmax.accumulate(mpre[::-1])[::-1]
-    steps = np.flatnonzero(mrec[1:] != mrec[:-1]) + 1
-    return float(np.sum((mrec[steps] - mrec[steps - 1]) * mpre[steps]))
+def voc_image_outcomes(truth: GroundTruth, found: Detections) -> np.ndarray:
+    """(D,) each detection's outcome in VOCevaldet (`statistics.detection`'s TRUE_POSITIVE, FALSE_POSITIVE or
+    NEITHER), in the image's own detection order. VOCevaldet matches a detection only against its own image's
+    objects, in the pooled ranking restricted to that image: the image's detections of the class stably sorted
+    by decreasing confidence. So the outcomes are `voc_class_ap`'s, computed one image at a time."""
+    outcome = np.full(len(found.scores), FALSE_POSITIVE, dtype=np.int64)
+    for label in np.unique(found.labels):
+        gt_boxes = to_inclusive(truth.boxes[truth.labels == label]).reshape(-1, 4)
+        gt_difficult = truth.difficult[truth.labels == label]
+        detected = np.zeros(len(gt_boxes), dtype=bool)
+        mine = np.flatnonzero(found.labels == label)
+        for k in mine[np.argsort(-found.scores[mine], kind="stable")]:
+            overlaps = devkit_overlaps(to_inclusive(found.boxes[k]), gt_boxes) if len(gt_boxes) else np.zeros(0)
+            jmax = int(np.argmax(overlaps)) if len(overlaps) else -1  # first maximum, as `voc_class_ap`
+            if jmax >= 0 and overlaps[jmax] >= MIN_OVERLAP:
+                if gt_difficult[jmax]:
+                    outcome[k] = NEITHER
+                elif not detected[jmax]:
+                    outcome[k], detected[jmax] = TRUE_POSITIVE, True
+    return outcome
+
+
+def voc_image_columns(ground_truth: Sequence[GroundTruth], detections: Sequence[Detections],
+                      num_classes: int) -> dict[str, np.ndarray]:
+    """The auxiliary columns `statistics.detection.voc_map50` resamples (one row per image, in the order given)."""
+    check_images(ground_truth, detections)
+    objects = np.array([[int(np.sum((g.labels == c) & ~g.difficult)) for c in range(num_classes)]
+                        for g in ground_truth], dtype=np.int64).reshape(len(ground_truth), num_classes)
+    return voc_columns([d.scores for d in detections], [d.labels for d in detections],
+                       [voc_image_outcomes(g, d) for g, d in zip(ground_truth, detections, strict=True)], objects)
 
 
 def voc_class_ap(ground_truth: Sequence[GroundTruth], detections: Sequence[Detections], label: int) -> float | None:
