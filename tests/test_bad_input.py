@@ -262,3 +262,115 @@ def test_check_layout_accepts_either_layout_as_its_spec_says(tmp_path):
     assert check_layout("d", str(nested)) is None
     assert "drop per_class" in check_layout("d", str(nested), per_class={"train": 1, "val": 1})
     assert check_layout("d", str(tmp_path / "absent")) is None  # the grid is skipped as lacking its data
+
+
+# -- params.yaml values no run could mean: refused at validation, before any work -----------------------------
+
+
+def _params_file(tmp_path: Path, monkeypatch, change) -> Path:
+    import yaml
+    from conftest import image_project_params
+
+    params = image_project_params(_folder(tmp_path / "images"), ["cifar_resnet20.random"])
+    change(params)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return tmp_path / "params.yaml"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda p: p["datasets"]["tiny"].update(per_class={"train": -3, "val": 2}),
+     r"^datasets\.tiny\.per_class\.train: -3 is out of range; give 1\.\.10000000$"),
+    (lambda p: p["probes"]["classification"].update(epochs=1e12),
+     r"^grids\.g: probes\.classification\.epochs: 1000000000000 is out of range; give 1\.\.100000$|"
+     r"^probes\.classification\.epochs: 1000000000000 is out of range; give 1\.\.100000$"),
+    (lambda p: p["probes"]["classification"].update(lr=float("inf")),
+     r"probes\.classification\.lr: inf is not a usable number; give a finite value"),
+    (lambda p: p["datasets"]["tiny"].update(per_class={"train": 2, "val": 1}) or p["probes"]["classification"].update(
+        eval_split="vall"), r"^probes\.classification\.eval_split: unknown split 'vall'\. Did you mean 'val'\?"),
+])
+def test_out_of_range_numbers_and_split_typos_are_refused_in_one_line_before_any_work(
+        tmp_path, monkeypatch, change, message):
+    from harness.core.config import ConfigError, load_params
+    from harness.pipeline.checks import check_params
+
+    _params_file(tmp_path, monkeypatch, change)
+    with pytest.raises(ConfigError) as caught:
+        check_params(load_params())
+    assert len(str(caught.value).splitlines()) == 1
+    assert caught.match(message)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda p: p["settings"].update(seed=2**40), r"settings\.seed: Input should be less than or equal to 4294967295"),
+    (lambda p: p["settings"].update(seed=1e23), r"settings\.seed: "),
+    (lambda p: p.update(grids={"g": {**p["grids"]["g"], "fewshot": {"k_shots": [1], "seeds": [-1]}}}),
+     r"grids\.g\.fewshot\.seeds\.0: Input should be greater than or equal to 0"),
+])
+def test_seeds_outside_32_bits_are_refused_when_params_yaml_is_read(tmp_path, monkeypatch, change, message):
+    from harness.core.config import ConfigError, load_params
+
+    _params_file(tmp_path, monkeypatch, change)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_params()
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_a_dataset_seed_beyond_32_bits_is_refused_naming_the_key():
+    from harness.datasets.kinds import validate_dataset_spec
+
+    with pytest.raises(DatasetError, match=r"^datasets\.s\.seed: 1099511627776 is out of range; give 0\.\.4294967295$"):
+        validate_dataset_spec("s", {"kind": "procedural_scenes", "scenes": {"train": 2}, "seed": 2**40})
+
+
+def test_a_duplicate_key_in_params_yaml_is_one_line_naming_the_key_and_its_lines(tmp_path, monkeypatch):
+    from harness.core.config import ConfigError, load_params
+
+    path = _params_file(tmp_path, monkeypatch, lambda p: None)
+    lines = path.read_text().splitlines()
+    at = lines.index("settings:")
+    lines.insert(at + 1, "  seed: 7")  # the second `seed:` under settings, as a hand edit leaves it
+    path.write_text("\n".join(lines) + "\n")
+    second = next(i for i, line in enumerate(lines) if line.strip().startswith("seed:") and i > at + 1) + 1
+    with pytest.raises(ConfigError) as caught:
+        load_params()
+    assert str(caught.value) == (f"params.yaml line {second}: not valid YAML (duplicate key 'seed' (first on line "
+                                 f"{at + 2}): keep one of them)")
+
+
+# -- image files and folders --------------------------------------------------------------------------------
+
+
+def test_a_decompression_bomb_is_refused_naming_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "huge.png"
+    Image.fromarray(_noise(3, 64)).save(path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 64 * 64 // 4)  # 64x64 is over twice the limit: a bomb to Pillow
+    with pytest.raises(ImageDecodeError, match=r"cannot decode image .*huge\.png: .*decompression bomb.*smaller image"):
+        decode_rgb(path)
+
+
+def test_gif_and_tiff_files_left_out_are_said_once_with_a_count_and_an_example(tmp_path, caplog):
+    root = _folder(tmp_path / "images")
+    Image.fromarray(_noise(7)).save(root / "train" / "class0" / "anim.gif")
+    Image.fromarray(_noise(8)).save(root / "val" / "class1" / "scan.tif")
+    with caplog.at_level("WARNING"):
+        manifest = prepare_image_folder("d", tmp_path / "out", str(root))
+    assert len(manifest.items) == 12  # the PNGs only
+    [warning] = [r.getMessage() for r in caplog.records if "GIF/TIFF" in r.getMessage()]
+    assert "left out 2 GIF/TIFF file(s)" in warning and "train/class0/anim.gif" in warning
+
+
+def test_symlinked_class_folders_are_followed_and_a_dangling_one_is_refused_naming_it(tmp_path):
+    from harness.datasets.image_folder import check_layout
+
+    root = _folder(tmp_path / "images")
+    elsewhere = _folder(tmp_path / "elsewhere")
+    for split in ("train", "val"):  # a class kept on another disk, linked in: read as if it were there
+        (root / split / "class2").symlink_to(elsewhere / split / "class0", target_is_directory=True)
+    manifest = prepare_image_folder("d", tmp_path / "out", str(root))
+    assert manifest.classes == ["class0", "class1", "class2"] and len(manifest.items) == 18
+    (root / "train" / "class3").symlink_to(tmp_path / "gone", target_is_directory=True)
+    expected = r"dataset d: .*train/class3 is a symbolic link to .*gone, which does not exist: fix or remove the link"
+    assert check_layout("d", str(root)) is not None
+    with pytest.raises(DatasetError, match=expected):
+        prepare_image_folder("d", tmp_path / "out", str(root))

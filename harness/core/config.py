@@ -8,6 +8,7 @@ any work starts.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,6 +27,10 @@ from pydantic import (
 from harness.core.registry import unknown_name_message
 
 PARAMS_FILE = Path("params.yaml")
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit: a larger one fails deep inside a run
+EPOCHS_MAX = 100_000  # epochs (or steps) past this are a typo, not a protocol: they would run for years
+COUNT_MAX = 10_000_000  # any other count or size (images per class, batch size, points, pixels)
+FLOAT_MAX = 1e9  # any real parameter (rates, radii, thresholds) beyond this is a typo
 DEVICE_SPELLING = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")  # settings.device, device=, harness.core.devices
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.@]+$")]
 
@@ -38,14 +43,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Seed = Annotated[NonNegativeInt, Field(le=SEED_MAX)]
+
+
 class Settings(_Strict):
     precision: Literal["fp32", "bf16"]
-    batch_size: PositiveInt  # most images per forward pass on the CPU
-    seed: NonNegativeInt
+    batch_size: Annotated[PositiveInt, Field(le=COUNT_MAX)]  # most images per forward pass on the CPU
+    seed: Seed
     # Where tensors are computed (harness.core.devices): auto (a CUDA GPU when torch sees one), cpu, cuda, cuda:N.
     # Not a DVC parameter of any stage: it says where, not what; a GPU's features carry it in their identity.
     device: str = "auto"
-    cuda_batch_size: PositiveInt = 256  # most images per forward pass on a GPU (halved on out-of-memory)
+    # most images per forward pass on a GPU (halved on out-of-memory)
+    cuda_batch_size: Annotated[PositiveInt, Field(le=COUNT_MAX)] = 256
 
     @field_validator("device")
     @classmethod
@@ -60,8 +69,8 @@ class Settings(_Strict):
 class FewShot(_Strict):
     """Train every task of the grid on k items of its training split, for each k and subset seed."""
 
-    k_shots: list[PositiveInt] = Field(min_length=1)
-    seeds: list[NonNegativeInt] = Field(min_length=1)
+    k_shots: list[Annotated[PositiveInt, Field(le=COUNT_MAX)]] = Field(min_length=1)
+    seeds: list[Seed] = Field(min_length=1)
 
     @field_validator("k_shots", "seeds")
     @classmethod
@@ -109,6 +118,42 @@ class Params(_Strict):
     grids: dict[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")], Grid]
 
 
+def out_of_range(where: str, value: Any, counts_from: int = 0) -> str | None:
+    """The first number under `where` (a params.yaml key; nested mappings and lists walked) that no run could
+    mean, as one line naming its key and the range to give, else None: a seed outside 0..2**32-1, epochs or
+    steps outside 1..EPOCHS_MAX, another integer outside counts_from..COUNT_MAX (a count, size or index; negative
+    ones where counts_from says so), a real number not finite or beyond FLOAT_MAX. A model's own bounds (lower
+    ones above all) stay where they are; these are the ceilings every parameter shares."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = out_of_range(f"{where}.{key}", item, counts_from)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = out_of_range(f"{where}[{index}]", item, counts_from)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    key = where.rsplit(".", 1)[-1].split("[")[0]
+    if isinstance(value, float):
+        if math.isfinite(value) and abs(value) <= FLOAT_MAX:
+            return None
+        return f"{where}: {value} is not a usable number; give a finite value within ±{FLOAT_MAX:g}"
+    if "seed" in key:
+        low, high = 0, SEED_MAX
+    elif key in ("epochs", "steps") or key.endswith(("_epochs", "_steps")):
+        low, high = 1, EPOCHS_MAX
+    else:
+        low, high = counts_from, COUNT_MAX
+    if low <= value <= high:
+        return None
+    return f"{where}: {value} is out of range; give {low}..{high}"
+
+
 def probe_block(params: Params, grid: str, task: str) -> dict[str, Any]:
     """The parameters `task` runs with in `grid`: its probes.<task> block, with the grid's overrides."""
     if task not in params.probes:
@@ -116,10 +161,31 @@ def probe_block(params: Params, grid: str, task: str) -> dict[str, Any]:
     return {**params.probes[task], **params.grids[grid].probes.get(task, {})}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys in a mapping, DVC's reader refuses the file: refused here too, in
+    one line naming the key and its line, before DVC reads it with a traceback."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the constructor below says so
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {first}): keep one of them",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_params(path: Path = PARAMS_FILE) -> Params:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader
     except FileNotFoundError:
         raise ConfigError(f"{path} not found: run visbench-harness from the project root") from None
     except yaml.YAMLError as error:

@@ -53,6 +53,9 @@ def decode_rgb(path: Path) -> Image.Image:
     except UnidentifiedImageError:
         raise ImageDecodeError(f"cannot decode image {path}: not an image file Pillow recognises "
                                "(wrong extension, or not an image at all)") from None
+    except Image.DecompressionBombError as error:  # not an OSError: it would escape without the file's name
+        raise ImageDecodeError(f"cannot decode image {path}: {error}: replace it with a smaller image, or "
+                               "remove it") from None
     except (OSError, ValueError, SyntaxError) as error:  # truncated data, bad headers, unsupported conversion
         raise ImageDecodeError(f"cannot decode image {path}: {error}") from None
 

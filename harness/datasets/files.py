@@ -11,6 +11,7 @@ from PIL import Image
 from harness.core.hashing import sha256_bytes
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp"}
+UNREAD_SUFFIXES = {".gif", ".tif", ".tiff"}  # images an image folder does not read: said, not silently dropped
 
 
 def write_bytes(path: Path, data: bytes) -> str:

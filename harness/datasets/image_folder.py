@@ -19,12 +19,13 @@ enough). `limit_per_class` keeps the first N images of each class in each split 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.core.hashing import sha256_file
 from harness.datasets.decode import ImageDecodeError, decode_rgb
-from harness.datasets.files import IMAGE_SUFFIXES
+from harness.datasets.files import IMAGE_SUFFIXES, UNREAD_SUFFIXES
 from harness.datasets.kinds import DATASET_KINDS, DatasetError
 from harness.datasets.manifest import Item, Manifest
 
@@ -60,6 +61,7 @@ def prepare_image_folder(
         listing = [(s, c, f) for s in splits for c in classes if (base / s / c).is_dir()
                    for f in _first(_images(base / s / c), limit_per_class)]
     else:
+        splits = []
         classes = [p.name for p in _folders(base)]
         listing = []
         for class_name in classes:
@@ -70,6 +72,9 @@ def prepare_image_folder(
                 taken = files[start: start + count]
                 listing += [(split, class_name, f) for f in _first(taken, limit_per_class)]
                 start += count
+    scanned = [base / s / c for s in splits for c in classes if (base / s / c).is_dir()] if per_split is None else [
+        base / c for c in classes]
+    _unread(name, scanned, base)
     if not listing:
         raise DatasetError(f"dataset {name}: no images found in {base}{_layout_hint(base, per_split)}; "
                            f"layouts understood: {'; '.join(LAYOUTS)}")
@@ -169,9 +174,12 @@ def check_layout(name: str, root: str, per_class: dict[str, int] | None = None,
     if not base.is_dir():
         return None
     per_split = per_class or split_fractions
-    where = [c for s in _folders(base) for c in _folders(s)] if per_split is None else _folders(base)
-    if any(_images(folder) for folder in where):
-        return None
+    try:
+        where = [c for s in _folders(base) for c in _folders(s)] if per_split is None else _folders(base)
+        if any(_images(folder) for folder in where):
+            return None
+    except DatasetError as error:
+        return f"dataset {name}: {error}"
     return (f"dataset {name}: no images found in {base}{_layout_hint(base, per_split)}; "
             f"layouts understood: {'; '.join(LAYOUTS)}")
 
@@ -188,8 +196,30 @@ def _layout_hint(base: Path, per_class: dict[str, int] | dict[str, float] | None
 
 
 def _folders(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(p for p in _entries(folder) if p.is_dir() and not p.name.startswith("."))
 
 
 def _images(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    return sorted(p for p in _entries(folder) if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def _entries(folder: Path) -> list[Path]:
+    """A folder's entries, symbolic links followed (a linked class folder or image counts as if it were there);
+    a link that leads nowhere is refused, naming it, rather than dropped: dropping it would lose a class or
+    split and could make the folder read as the other layout."""
+    entries = list(folder.iterdir())
+    for path in entries:
+        if path.is_symlink() and not path.exists():
+            raise DatasetError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: "
+                               "fix or remove the link")
+    return entries
+
+
+def _unread(name: str, folders: list[Path], base: Path) -> None:
+    """Say once which image files the folder holds that it does not read (GIF, TIFF), with a count and one
+    example, so a dataset smaller than its folder is never a silent surprise."""
+    unread = sorted(p for folder in folders for p in _entries(folder)
+                    if p.is_file() and p.suffix.lower() in UNREAD_SUFFIXES)
+    if unread:
+        log.warning("dataset %s: left out %d GIF/TIFF file(s) image folders do not read (e.g. %s): convert them to "
+                    "PNG to include them", name, len(unread), unread[0].relative_to(base).as_posix())

@@ -14,6 +14,7 @@ from typing import Any, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from harness.core.config import out_of_range
 from harness.core.registry import Registry, unknown_name_message
 from harness.datasets.manifest import MANIFEST_NAME, Manifest
 
@@ -61,6 +62,11 @@ def validate_dataset_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             else:
                 problems.append(f"{where}: {e['msg']}")
         raise DatasetError(f"datasets.{name}: " + "; ".join(problems)) from None
+    for key, value in body.items():
+        # counts (images per class, scenes, sizes) start at 1, a seed at 0; `objects` may be 0 (an empty scene)
+        problem = out_of_range(f"datasets.{name}.{key}", value, 0 if key == "objects" else 1)
+        if problem:
+            raise DatasetError(problem)
     for key in DATA_PATH_KEYS:
         if key in body and not str(body[key]).strip():
             raise DatasetError(f"datasets.{name}.{key} is empty: point it at your copy of the data")

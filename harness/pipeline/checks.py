@@ -64,11 +64,13 @@ def check_params(params: Params) -> None:
         for task in grid.probes:
             if task not in grid.tasks:
                 raise ConfigError(f"{where}.probes.{task}: grid {grid_name} does not run {task}")
-        for task in grid.tasks:
+        for task, dataset in grid.tasks.items():
+            block = probe_block(params, grid_name, task)
             try:
-                validate_probe_params(task, probe_block(params, grid_name, task))
+                validate_probe_params(task, block)
             except ValueError as error:
                 raise ConfigError(f"{where}: {error}") from None
+            _check_splits(params, grid_name, task, dataset, block)
         for dataset in grid.features_from:
             if dataset not in grid.datasets:
                 raise ConfigError(f"{where}.features_from.{dataset}: no task of grid {grid_name} reads {dataset}")
@@ -82,6 +84,46 @@ def check_params(params: Params) -> None:
                                   "(DVC reserves '@' in stage names)")
     if not DATASET_KINDS.names():  # pragma: no cover - a broken install
         raise ConfigError("no dataset kinds are registered")
+
+
+# Where a kind's spec says which splits it will have: the keys of these mappings, or the kind's fixed splits
+# (module, constant). A kind not named here has its splits checked when it is prepared.
+_SPLIT_KEYS = {"image_folder": ("per_class", "split_fractions"), "fashion_mnist": ("per_class",),
+               "procedural_scenes": ("scenes",), "procedural_scene_pairs": ("pairs",)}
+_FIXED_SPLITS = {"cub200_2011": ("harness.datasets.cub200", "CUB_SPLITS"),
+                 "stanford_cars": ("harness.datasets.stanford_cars", "CARS_SPLITS"),
+                 "sun397": ("harness.datasets.sun397", "SUN397_SPLITS"),
+                 "bsds500": ("harness.datasets.bsds500", "BSDS_SPLITS")}
+
+
+def declared_splits(spec: dict) -> list[str] | None:
+    """The splits a dataset spec will give, where the spec (not its folder) says so; None where it does not."""
+    import importlib
+
+    kind = spec.get("kind")
+    for key in _SPLIT_KEYS.get(kind, ()):
+        if isinstance(spec.get(key), dict):
+            return list(spec[key])
+    if kind in _FIXED_SPLITS:
+        module, constant = _FIXED_SPLITS[kind]
+        return list(getattr(importlib.import_module(module), constant))
+    return None
+
+
+def _check_splits(params: Params, grid: str, task: str, dataset: str, block: dict) -> None:
+    """A split a task reads that its dataset will not have (a typo) is refused here, before the prepare stage."""
+    splits = declared_splits(params.datasets[dataset])
+    if splits is None:
+        return
+    for key, value in block.items():
+        named = [value] if key.endswith("_split") and isinstance(value, str) else (
+            [v for v in value if isinstance(v, str)] if key.endswith("_splits") and isinstance(value, list) else [])
+        for split in named:
+            if split not in splits:
+                source = f"grids.{grid}.probes.{task}" if key in params.grids[grid].probes.get(task, {}) else (
+                    f"probes.{task}")
+                raise ConfigError(f"{source}.{key}: {unknown_name_message('split', split, splits)} "
+                                  f"(dataset {dataset}'s splits)")
 
 
 def layout_problems(params: Params, datasets: list[str]) -> list[str]:

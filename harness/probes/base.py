@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.core.config import COUNT_MAX, out_of_range
 from harness.core.registry import Registry
 from harness.datasets.manifest import Item, Manifest
 
@@ -174,7 +175,7 @@ def validate_probe_params(task: str, block: Any) -> dict[str, Any]:
         raise ValueError(f"probes.{task} must be a mapping of its parameters; valid keys: "
                          f"{', '.join(model.model_fields)}")
     try:
-        return model.model_validate(block).model_dump(exclude_unset=True)
+        validated = model.model_validate(block).model_dump(exclude_unset=True)
     except ValidationError as error:
         problems = []
         for e in error.errors():
@@ -186,6 +187,11 @@ def validate_probe_params(task: str, block: Any) -> dict[str, Any]:
             else:
                 problems.append(f"{where}: {e['msg']}")
         raise ValueError(f"probes.{task}: {'; '.join(problems)}; valid keys: {', '.join(model.model_fields)}") from None
+    # the ceilings every parameter shares (epochs, seeds, counts, finite reals); the schema keeps its own floors
+    problem = out_of_range(f"probes.{task}", validated, -COUNT_MAX)
+    if problem:
+        raise ValueError(problem)
+    return validated
 
 
 @dataclass
