@@ -419,9 +419,17 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
                                 f"{sorted(expected - flagged)} missing"
 
 
+def _template(do: dict) -> dict:
+    """A foreach template without its checkpoint params: each row names its own backbone's weights entry."""
+    params = [{file: [key for key in keys if not key.startswith("checkpoints.")]} for entry in do.get("params", [])
+              for file, keys in entry.items()]
+    return {**do, "params": params}
+
+
 def _all_stages() -> dict:
     """The stages of every committed dvc.yaml by name, a foreach group's members gathered from every row's file
-    (each row holds the group with its own backbone; the templates are one)."""
+    (each row holds the group with its own backbone; the templates are one but for the row's own checkpoint
+    entry)."""
     from harness.core.dvcfiles import load_documents
 
     stages: dict = {}
@@ -430,7 +438,7 @@ def _all_stages() -> dict:
             if name not in stages or "foreach" not in stage:
                 stages[name] = {**stage, "foreach": stage.get("foreach")} if "foreach" in stage else stage
                 continue
-            assert stages[name]["do"] == stage["do"], f"{name}: rows differ in the template"
+            assert _template(stages[name]["do"]) == _template(stage["do"]), f"{name}: rows differ in the template"
             members = stage["foreach"]
             gathered = stages[name]["foreach"]
             stages[name]["foreach"] = ({**gathered, **members} if isinstance(members, dict)
@@ -561,3 +569,31 @@ def test_dvc_is_told_whole_rows_as_one_target_each():
             stages = stage_names(docs[Path(file)] if file else root)
             chosen |= {n for n in stages if fnmatch(n, pattern)}
         assert chosen == set(names)
+
+
+def test_a_backbones_extraction_reads_its_own_checkpoint_entry_only(params):
+    """Weights of your own for one backbone (`checkpoints.NAME`) change that backbone's extract stages' params and
+    no other stage's: the params key is the backbone's entry, never the whole block."""
+    import copy
+
+    from harness.pipeline.generate import documents
+
+    mine = copy.deepcopy(params)
+    mine.checkpoints["efficientnet_lite0"] = "weights/my_lite0.pth"
+    before, after = documents(params), documents(mine)
+    changed = {}
+    for path, document in after.items():
+        for name, stage in document["stages"].items():
+            old = before.get(path, {}).get("stages", {}).get(name)
+            if old != stage:
+                changed[(path.as_posix(), name)] = stage
+    assert changed and all(name.startswith("extract-") and "/efficientnet_lite0/" in path
+                           for path, name in changed), sorted(changed)
+    for stage in changed.values():
+        keys = [key for entry in stage["do"]["params"] for keys in entry.values() for key in keys]
+        assert "checkpoints.efficientnet_lite0" in keys and "checkpoints" not in keys
+    for document in before.values():
+        for stage in document["stages"].values():
+            keys = [key for entry in stage.get("do", stage).get("params", []) if isinstance(entry, dict)
+                    for keys in entry.values() for key in keys]
+            assert "checkpoints" not in keys

@@ -105,12 +105,18 @@ def _extract_group(params: Params, grid: str, dataset: str, backbones: list[str]
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
                     "--reads ${item.reads}"),
             "deps": [contents_path(paths.dataset_dir(dataset)).as_posix(), "${item.codedeps}"],
-            # which weights file each backbone reads: a changed path re-runs its extraction (the block as a whole: a
-            # foreach template names the same params for every item; a file changed in place needs --force)
-            "params": [*SETTINGS_READ_BY_EXTRACT, *(["checkpoints"] if params.checkpoints else []), *read_params],
+            # the weights file this backbone reads, its own entry only: a changed path re-runs its extraction, and
+            # another backbone's entry (your weights for one) leaves it up to date; a file changed in place needs
+            # force=true. Each row's foreach holds one backbone, so a template's params are that backbone's.
+            "params": [*SETTINGS_READ_BY_EXTRACT, *_checkpoint_keys(params, backbones), *read_params],
             "outs": [f"features/{grid}/${{key}}/{dataset}"],
         },
     }
+
+
+def _checkpoint_keys(params: Params, backbones: list[str]) -> list[str]:
+    """The `checkpoints.ARCH` params keys the backbones' extraction reads (a random control reads none)."""
+    return [f"checkpoints.{name}" for name in backbones if not name.endswith("@random") and name in params.checkpoints]
 
 
 def _probe_group(params: Params, grid: str, task: str, backbones: list[str]) -> dict[str, Any]:
