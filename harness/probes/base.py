@@ -7,6 +7,7 @@ never sees a backbone: only arrays read from the cache.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.core.config import COUNT_MAX, out_of_range
 from harness.core.registry import Registry
 from harness.datasets.manifest import Item, Manifest
+from harness.probes.measured_tolerances import CROSS_CPU
 
 if TYPE_CHECKING:
     from harness.probes.arrays import ArrayForm
@@ -91,7 +93,8 @@ class ProbeSpec:
     run: Callable[[ProbeInputs], ProbeResult]
     params: type[ProbeParams]  # the schema of probes.<name> in params.yaml
     lower_is_better: frozenset[str] = frozenset()
-    # |difference| `verify` accepts on every metric: the same CPU build reproduces a run exactly.
+    # |difference| `verify` accepts on a metric the cross-CPU measurement (`measured_tolerances`) does not cover: the
+    # same CPU build reproduces a run exactly.
     tolerance: float = 0.0
     # A task whose datasets answer to different references (NIGHTS' human votes vs a synthetic ordering)
     # names the protocol per dataset, so their runs can never share a board.
@@ -140,8 +143,18 @@ class ProbeSpec:
     def higher_is_better(self, metrics: dict[str, float]) -> dict[str, bool]:
         return {name: name not in self.lower_is_better for name in metrics}
 
-    def tolerances(self, metrics: dict[str, float]) -> dict[str, float]:
-        return dict.fromkeys(metrics, self.tolerance)
+    def tolerances(self, metrics: dict[str, float], protocol: str | None = None) -> dict[str, float]:
+        """|difference| a re-run may show on each metric: what two CPU kinds were measured to differ by on
+        `protocol` (default: the spec's own), `absolute + relative × |value|`, else the declared `tolerance`."""
+        measured = CROSS_CPU.get(protocol or self.protocol, {})
+        tolerances = {}
+        for name, value in metrics.items():
+            if name in measured and math.isfinite(value):
+                absolute, relative, _ = measured[name]
+                tolerances[name] = absolute + relative * abs(value)
+            else:
+                tolerances[name] = self.tolerance
+        return tolerances
 
     def evaluate(self, features: dict[str, np.ndarray], targets: dict[str, Any], **kwargs: Any) -> ProbeResult:
         """This probe on in-memory arrays, split name → rows (its `arrays` form says the shapes); keyword arguments

@@ -277,7 +277,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         image_size=image_size,
         metrics=metrics,
         higher_is_better=spec.higher_is_better(metrics),
-        tolerances=spec.tolerances(metrics),
+        tolerances=spec.tolerances(metrics, base["protocol"]),
         status=status,
         failure=failure,
         duration_s=round(time.monotonic() - started, 3),
