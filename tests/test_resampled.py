@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from harness.probes import resampled
+from harness.probes import get_probe, resampled
 from harness.probes.base import ProbeResult
 from harness.probes.boundary import matching, metrics
 from harness.probes.boundary.probe import EDGE_BSDS_PROBE
@@ -173,6 +173,15 @@ def test_check_result_recomputes_a_declared_statistic():
 def test_check_result_refuses_bad_auxiliary_columns(auxiliary, message):
     with pytest.raises(ValueError, match=message):
         check_result(CLASSIFICATION, _classification_result(auxiliary=auxiliary))
+
+
+@pytest.mark.parametrize("task", ["semantic_segmentation", "detection", "edge", "keypoints2d", "occlusion_edge"])
+def test_pooled_headlines_are_declared_statistics(task):
+    """These headlines pool pixels or detections over images: without a statistic their boards had no interval
+    and no tie groups ("no per-sample scores")."""
+    spec = get_probe(task)
+    assert spec.headline in spec.statistics
+    assert set(spec.statistics.values()) <= set(resampled.STATISTICS)
 
 
 def test_boundary_declares_what_the_site_resamples():

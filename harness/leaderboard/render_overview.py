@@ -41,8 +41,9 @@ READING_GUIDE = [
     "- **Confidence intervals** on task pages are 95% percentile bootstrap intervals of the headline "
     f"metric from the run's per-sample scores ({RESAMPLES} resamples, seeded by the run id and metric, so "
     "every build gives the same interval). A headline that is not a mean of per-sample scores (macro-F1, "
-    "BSDS's ODS) is recomputed on every resample from the rows the run recorded for it (its images' labels "
-    "and predictions, or their boundary counts). Boards whose runs have no per-sample scores show none.",
+    "BSDS's ODS, mIoU, a pooled Pearson r, VOC or mask AP) is recomputed on every resample from the rows the "
+    "run recorded for it (its images' labels and predictions, boundary counts, per-class pixel counts, "
+    "correlation sums, or ranked detections). Boards whose runs have no per-sample scores show none.",
     "- **Ties.** Every pair of ranked rows on a board gets a paired bootstrap test on the same samples; "
     f"the p-values are Holm-adjusted over all pairs of the board. A row is tied with the row above when "
     f"that adjacent pair's adjusted p-value is ≥ {ALPHA}; tied rows share a group letter (A for the top "
