@@ -71,6 +71,11 @@ class ProbeParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # The probe's own seed (head initialisation, batch order), default `settings.seed`: a grid that sets it
+    # (`probes: {depth: {seed: 1}}`) re-trains the head on the same features, which is how a seed sweep measures
+    # a protocol's seed-to-seed spread without touching the backbones (a random control's init is settings.seed).
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = None
+
 
 # Which layers a probe reads: None (the last layer), explicit indices, or a set each backbone names for itself
 # (`last`, `strideN`: its deepest layer of stride at most N; see Backbone.layer_sets), so one grid can compare
