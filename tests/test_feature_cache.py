@@ -175,3 +175,61 @@ def test_dense_key_ignores_pooling():
     dense = {**BASE, "feature_mode": "dense"}
     assert feature_key(**{**dense, "pooling": "cls"}) == feature_key(**{**dense, "pooling": "avg"})
     assert feature_key(**dense) != feature_key(**BASE)
+
+
+def test_a_corrupt_entry_is_removed_from_dvcs_cache_too_and_a_good_copy_stays(tmp_path, monkeypatch, caplog):
+    """DVC trusts its cache: a rotted object would be checked out again on every run, so `get` removes it (and only
+    objects that fail the entry's own hash) from the project's .dvc/cache, as DVC's directory listing names it."""
+    import json
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    cache = FeatureCache(tmp_path / "features" / "g" / "b" / "d" / "entries")
+    other = feature_key("cd" * 32, "0123456789abcdef", {"crop": 224}, [11], "avg", "pooled")
+    cache.put(KEY, _array(0))
+    cache.put(other, _array(1))
+    md5_dir = tmp_path / ".dvc" / "cache" / "files" / "md5"
+    listing = []
+    for key in (KEY, other):
+        data = cache.path(key).read_bytes()
+        md5 = hashlib.md5(data).hexdigest()
+        (md5_dir / md5[:2]).mkdir(parents=True, exist_ok=True)
+        listing.append({"md5": md5, "relpath": f"entries/{key[:2]}/{key}.npyz", "data": data})
+    (md5_dir / "aa").mkdir(exist_ok=True)
+    (md5_dir / "aa" / "bbbb.dir").write_text(json.dumps([{k: v for k, v in e.items() if k != "data"} for e in listing]))
+    rotted = bytearray(listing[0]["data"])
+    rotted[200] ^= 0xFF  # one flipped bit pattern inside the array's bytes
+    objects = [md5_dir / e["md5"][:2] / e["md5"][2:] for e in listing]
+    objects[0].write_bytes(bytes(rotted))
+    objects[1].write_bytes(listing[1]["data"])
+    for obj in objects:
+        obj.chmod(0o444)  # as DVC leaves them
+    stat = cache.path(KEY).stat()
+    cache.path(KEY).write_bytes(bytes(rotted))  # the workspace copy DVC checked out of its cache, mtime kept
+    os.utime(cache.path(KEY), ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with caplog.at_level(logging.WARNING, logger="harness.runs.feature_cache"):
+        assert cache.get(KEY) is None
+    assert not cache.path(KEY).exists() and not objects[0].exists()
+    assert objects[1].read_bytes() == listing[1]["data"]  # a good object is never touched
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "fails its recorded hash" in warning and str(objects[0].relative_to(tmp_path)) in warning
+    assert warning.endswith("the next plain run of its extract stage re-extracts it")
+    np.testing.assert_array_equal(cache.get(other), _array(1))
+
+
+def test_verified_removes_a_corrupt_entry_and_prune_keeps_only_what_is_asked_for(tmp_path):
+    cache = FeatureCache(tmp_path / "entries")
+    other = feature_key("cd" * 32, "0123456789abcdef", {"crop": 224}, [11], "avg", "pooled")
+    cache.put(KEY, _array(0))
+    cache.put(other, _array(1))
+    assert cache.verified(KEY) and not cache.verified("0" * 40)
+    blob = bytearray(cache.path(other).read_bytes())
+    blob[150] ^= 0x01
+    cache.path(other).write_bytes(bytes(blob))
+    assert not cache.verified(other) and not cache.path(other).exists() and cache.corrupt == 1
+    (cache.root / KEY[:2] / ".tmp-half").write_bytes(b"an interrupted write")
+    (cache.root / "zz").mkdir()
+    (cache.root / "zz" / "stale.npyz").write_bytes(b"an entry no read asks for")
+    assert cache.prune({KEY}) == 2
+    assert sorted(p.relative_to(cache.root).as_posix() for p in cache.root.rglob("*")) == [
+        KEY[:2], f"{KEY[:2]}/{KEY}.npyz"]

@@ -251,6 +251,63 @@ def test_a_failure_to_record_the_failed_write_is_still_one_line(project, monkeyp
     assert not paths.record_path("g", "classification", "cifar_resnet20.random").exists()
 
 
+def _entries(backbone: str = "cifar_resnet20.random") -> list[Path]:
+    return sorted((paths.features_dir("g", backbone, "tiny") / "entries").rglob("*.npyz"))
+
+
+def _computed() -> int:
+    """How many images the last extraction computed (its cache statistics, beside the features folder)."""
+    import json
+
+    folder = paths.features_dir("g", "cifar_resnet20.random", "tiny")
+    return json.loads(folder.with_name(folder.name + ".cache-stats.json").read_text())["computed"]
+
+
+def test_a_rotted_feature_fails_the_probe_in_one_line_and_the_next_plain_run_reextracts_it(project):
+    import os
+
+    work, images = project
+    params = _extracted_control(work, images)
+    entry = _entries()[0]
+    good, stat = entry.read_bytes(), entry.stat()
+    rotted = bytearray(good)
+    rotted[-40] ^= 0xFF  # a flipped byte in the array, the mtime DVC knows kept
+    entry.write_bytes(bytes(rotted))
+    os.utime(entry, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(StageFailed) as caught:
+        stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert len(str(caught.value).splitlines()) == 1
+    assert f"the feature entry {entry} of " in str(caught.value)
+    assert str(caught.value).endswith("failed its recorded hash and was removed: the next plain run re-extracts it")
+    assert not entry.exists()
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)  # what the next plain run runs first
+    assert entry.read_bytes() == good and _computed() == 1
+    [record] = stages.probe("g", "classification", "cifar_resnet20.random", params)
+    assert record.status == "ok"
+
+
+def test_an_interrupted_extraction_keeps_its_verified_entries_and_nothing_else(project):
+    work, images = project
+    params = _extracted_control(work, images)
+    entries = _entries()
+    written = {p: p.read_bytes() for p in entries}
+    for lost in entries[:3]:  # the run was killed before these were written
+        lost.unlink()
+    rotted = bytearray(written[entries[3]])
+    rotted[-40] ^= 0xFF  # and one kept entry rotted since: reused only if it passes its hash
+    entries[3].write_bytes(bytes(rotted))
+    folder = paths.features_dir("g", "cifar_resnet20.random", "tiny")
+    (entries[4].parent / ".tmp-half").write_bytes(b"an interrupted write")
+    (folder / "entries" / "zz").mkdir()
+    (folder / "entries" / "zz" / f"{'z' * 40}.npyz").write_bytes(b"an entry of a read no longer asked for")
+    (folder / "stray.txt").write_text("not the extraction's")
+    stages.extract("g", "cifar_resnet20.random", "tiny", params)
+    assert _computed() == 4  # the three lost and the rotted one; every other entry was reused
+    assert {p: p.read_bytes() for p in _entries()} == written
+    assert sorted(p.name for p in folder.iterdir()) == ["CONTENTS.sha256", "entries", "extraction.json"]
+    assert not list((folder / "entries").rglob(".tmp-*")) and not (folder / "entries" / "zz").exists()
+
+
 def assert_samples_match(record, grid, task, backbone, ids, unit, columns):
     """The record points at its samples file by project-relative path; hash, ids and means agree."""
     info = record.samples

@@ -109,7 +109,10 @@ def _extract_group(params: Params, grid: str, dataset: str, backbones: list[str]
             # another backbone's entry (your weights for one) leaves it up to date; a file changed in place needs
             # force=true. Each row's foreach holds one backbone, so a template's params are that backbone's.
             "params": [*SETTINGS_READ_BY_EXTRACT, *_checkpoint_keys(params, backbones), *read_params],
-            "outs": [f"features/{grid}/${{key}}/{dataset}"],
+            # persist: DVC would delete the folder before a retry, so an extraction killed at 9,000 of 10,000 images
+            # would start again from 0; the stage itself keeps only the entries it verifies and removes the rest
+            # (harness.runs.extract), so a persisted folder never holds a stale or corrupt entry
+            "outs": [{f"features/{grid}/${{key}}/{dataset}": {"persist": True}}],
         },
     }
 

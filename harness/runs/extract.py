@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -174,6 +175,22 @@ def default_workers(device: torch.device) -> int:
     return 0 if device.type == "cpu" else max(1, min(16, usable_cores() - 1))
 
 
+def _remove_strays(out_dir: Path) -> None:
+    """Remove what the features folder holds beside its entries, description and contents file."""
+    from harness.core.contents import CONTENTS_NAME
+    from harness.runs.feature_cache import EXTRACTION_FILE
+
+    if not Path(out_dir).is_dir():
+        return
+    for path in sorted(Path(out_dir).iterdir()):
+        if path.name in ("entries", EXTRACTION_FILE, CONTENTS_NAME):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def extract_dataset(
     backbone, manifest: Manifest, requests: list[FeatureRequest], out_dir: Path, batch_size: int,
     early: EarlyDecode | None = None, device: torch.device | str = "cpu", workers: int | None = None,
@@ -198,7 +215,10 @@ def extract_dataset(
         for r in requests
     ]
     cache = FeatureCache(out_dir / "entries")
-    todo = [i for i in manifest.items if not all(k in cache for k in entry_keys(described, resolved, i))]
+    # an entry is reused only when it passes its recorded hash (a corrupt one is removed and computed again): the
+    # features folder persists across runs (an interrupted extraction keeps what it finished), so nothing in
+    # it is trusted unread
+    todo = [i for i in manifest.items if not all(cache.verified(k) for k in entry_keys(described, resolved, i))]
     write_cache_stats(out_dir, len(manifest.items), len(manifest.items) - len(todo))
     fits = sorted({request.get("fit", "crop") for request in resolved})
     ready = early.take(backbone.preprocess) if early is not None else {}
@@ -258,6 +278,10 @@ def extract_dataset(
             last_report = elapsed
         waited = time.monotonic()
     timing["total_s"] = time.monotonic() - started
+    # exactly this extraction's entries stay: those of reads no longer asked for, of images no longer in the
+    # dataset, and an interrupted run's temporaries go (DVC no longer clears the persisted folder)
+    cache.prune({k for item in manifest.items for k in entry_keys(described, resolved, item)})
+    _remove_strays(out_dir)
     timing["batch_size_used"] = used
     grid_hw = None
     if manifest.items and any(r["mode"] == "dense" for r in resolved):

@@ -69,6 +69,23 @@ class FeatureCache:
     def __contains__(self, key: str) -> bool:
         return self.path(key).is_file()
 
+    def prune(self, keep: set[str]) -> int:
+        """Remove every file under the cache's root that is not the entry of a key in `keep` (entries of reads
+        no longer asked for, temporaries an interrupted run left), and the folders that empties; returns how
+        many files went. A persisted features folder then holds exactly what this extraction wrote or verified."""
+        wanted = {self.path(key) for key in keep}
+        removed = 0
+        if not self.root.is_dir():
+            return 0
+        for path in sorted(self.root.rglob("*"), reverse=True):
+            if path.is_dir():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            elif path not in wanted:
+                path.unlink()
+                removed += 1
+        return removed
+
     def get(self, key: str) -> np.ndarray | None:
         path = self.path(key)
         try:
@@ -82,13 +99,35 @@ class FeatureCache:
                 raise ValueError("checksum mismatch")
             array = np.load(io.BytesIO(payload), allow_pickle=False)
         except Exception as error:  # any unreadable entry is a miss, never a crash or a wrong feature
-            log.warning("feature cache entry %s is corrupt (%s); recomputing it", path, error)
-            path.unlink(missing_ok=True)
-            self.corrupt += 1
+            self._remove_corrupt(key, f"{type(error).__name__}: {error}" if str(error) != "checksum mismatch"
+                                 else "it fails its recorded hash")
             self.misses += 1
             return None
         self.hits += 1
         return array
+
+    def verified(self, key: str) -> bool:
+        """Whether the entry is here and passes its recorded hash (what extraction asks before it reuses one); a
+        corrupt entry is removed and counted, so the caller computes it again."""
+        path = self.path(key)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if entry_intact(blob):
+            return True
+        self._remove_corrupt(key, "it fails its recorded hash")
+        return False
+
+    def _remove_corrupt(self, key: str, why: str) -> None:
+        """Remove a corrupt entry, here and from the DVC cache of the project it is in (where the same bad bytes
+        would otherwise be checked out again on the next run, and every run fail the same way)."""
+        path = self.path(key)
+        path.unlink(missing_ok=True)
+        purged = purge_dvc_copies(path)
+        self.corrupt += 1
+        log.warning("feature cache entry %s is corrupt (%s): removed it%s; the next plain run of its extract stage "
+                    "re-extracts it", path, why, f" and its copy in DVC's cache ({purged[0]})" if purged else "")
 
     def put(self, key: str, array: np.ndarray) -> None:
         buffer = io.BytesIO()
@@ -105,6 +144,58 @@ class FeatureCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def entry_intact(blob: bytes) -> bool:
+    """Whether an entry's bytes pass their own recorded hash (the `.npy` bytes, then their SHA-256)."""
+    return len(blob) > _DIGEST and hashlib.sha256(blob[:-_DIGEST]).digest() == blob[-_DIGEST:]
+
+
+def purge_dvc_copies(path: Path) -> list[Path]:
+    """Remove the DVC cache objects (`.dvc/cache/files/md5/xx/yyyy` of the project in the working directory) that
+    DVC's directory listings name for a feature entry at `path` and whose bytes fail the entry's recorded hash.
+    DVC trusts its cache (and a file whose mtime it knows), so a rotted object would be checked out again on
+    every run; removed, the next run cannot restore it and re-extracts the entry. Only objects that fail the
+    check are removed: a good copy stays. Returns what was removed."""
+    md5_dir = _dvc_cache_dir() / "files" / "md5"
+    if not md5_dir.is_dir():
+        return []
+    name = "/" + path.name
+    removed = []
+    for listing in md5_dir.glob("??/*.dir"):
+        try:
+            entries = json.loads(listing.read_text())
+        except (OSError, ValueError):
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            relpath, md5 = str(entry.get("relpath", "")), str(entry.get("md5", ""))
+            if not ("/" + relpath).endswith(name) or len(md5) < 3:
+                continue
+            obj = md5_dir / md5[:2] / md5[2:]
+            try:
+                if obj.is_file() and not entry_intact(obj.read_bytes()):
+                    obj.chmod(0o644)  # DVC leaves its objects read-only
+                    obj.unlink()
+                    removed.append(obj)
+            except OSError as error:
+                log.warning("could not remove the corrupt DVC cache object %s (%s): remove it by hand", obj, error)
+    return removed
+
+
+def _dvc_cache_dir() -> Path:
+    """The project's DVC cache: `cache.dir` of .dvc/config.local or .dvc/config (relative to .dvc/), else
+    .dvc/cache."""
+    import configparser
+
+    for name in ("config.local", "config"):
+        config = configparser.ConfigParser()
+        try:
+            config.read(Path(".dvc") / name)
+        except configparser.Error:
+            continue
+        if config.has_option("cache", "dir"):
+            return Path(".dvc") / config.get("cache", "dir")
+    return Path(".dvc") / "cache"
 
 
 # -- the extraction description: what probes read instead of importing any backbone library ----------

@@ -43,7 +43,12 @@ class MissingFeatureError(RuntimeError):
 def _feature_lookup(cache: FeatureCache, backbone: dict[str, Any], request: dict[str, Any]):
     def lookup(item):
         key = entry_keys(backbone, [request], item)[0]
+        corrupt = cache.corrupt
         array = cache.get(key)
+        if array is None and cache.corrupt > corrupt:  # removed (here and in DVC's cache) by `get`
+            raise MissingFeatureError(
+                f"the feature entry {cache.path(key)} of {item.path} failed its recorded hash and was removed: "
+                "the next plain run re-extracts it")
         if array is None:
             raise MissingFeatureError(
                 f"no cached feature for {item.path} (key {key}); re-run the extract stage"
@@ -169,7 +174,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
     spec = get_probe(job.task)
     probe_params = dict(probe_params)
     # A few-shot run's seed chooses its subset and seeds the probe, so the seeds of a curve are replicates.
-    seed = params.settings.seed if shot is None else shot.seed
+    seed = probe_params.get("seed", params.settings.seed) if shot is None else shot.seed
     pooling = probe_params.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = probe_params.pop("layers", None)
     probe_params.pop("pooling", None)
