@@ -10,7 +10,9 @@ epochs on targets encoded at `target_size`² (see `targets` for each resampling 
 split is scored at that same resolution, a batch at a time. Params: train_split, eval_split, epochs, lr,
 weight_decay, batch_size, head, target_size and, for multi-layer features, layer_channels. Every
 record's metrics carry `train_loss` (last epoch's mean; no column). Per-sample unit "image", id = the
-eval item's path.
+eval item's path. A metric pooled over pixels (semantic `miou` and `mean_acc`, the regression maps' `pearson`)
+has no column: each image's share of it is written as auxiliary columns and the metric is its resampled
+statistic over them (`harness.probes.statistics.dense`), so its board gets bootstrap intervals.
 
 Device: the head trains and predicts on the run's device (`ProbeInputs.device`; `uses_device`), built on the CPU
 under the seed and moved there. What is read from the data (feature statistics, the prior) is summed on the
