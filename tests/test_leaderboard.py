@@ -668,3 +668,29 @@ def test_a_checkpoint_that_is_not_the_published_pin_says_so_on_every_row(corpus)
     assert labels["dinov2_vits14-classification-cifar10"] == "dinov2_vits14"  # the published pin's row
     page = rendered_pages([*corpus, mine])["tasks/classification.md"]
     assert f"dinov2_vits14 · {CHECKPOINT_LABEL}" in page
+
+
+def test_seed_replicates_stay_off_the_board_and_give_its_seed_spread(corpus):
+    """A seed sweep's runs (protocol_params.seed set) share their seed-0 row's comparability key, are on no board
+    (the board keeps its rows and ranks), and the board's seed spread is the largest standard deviation over a
+    swept row's seeds."""
+    from harness.leaderboard.comparability import comparability_key, is_seed_replicate
+    from harness.leaderboard.db_replicates import seed_spreads
+
+    base = classification("resnet50", "5a0e", top1=0.9120, top5=0.9971)
+    replicates = [
+        base.model_copy(update={"run_id": f"resnet50-classification-cifar10-seed{seed}", "seed": seed,
+                                "protocol_params": {**base.protocol_params, "seed": seed},
+                                "metrics": {"top1": top1, "top5": 0.99}})
+        for seed, top1 in ((1, 0.9080), (2, 0.9150))]
+    assert all(is_seed_replicate(r) and comparability_key(r) == comparability_key(base) for r in replicates)
+    before = boards(connect_corpus(corpus))
+    con = connect_corpus([*corpus, *replicates])
+    after = boards(con)
+    assert [[row["run_id"] for row in b["rows"]] for b in after] == [[row["run_id"] for row in b["rows"]]
+                                                                     for b in before]
+    spreads = seed_spreads(con)
+    assert list(spreads) == [comparability_key(base)]
+    [row] = spreads[comparability_key(base)].rows
+    assert row.backbone_name == "resnet50" and row.seeds == [0, 1, 2]
+    assert row.sd == pytest.approx(float(np.std([0.9120, 0.9080, 0.9150], ddof=1)))

@@ -14,6 +14,10 @@ rows of one depth board, answering the same question with different features (`d
 it would give each backbone a board of its own and rank nothing; the dataset content, split and target
 size, which the input size does not change, are what make the numbers comparable.
 
+The probe's own seed (`probes.TASK.seed`, set only by a seed sweep) is not in the key either: runs that differ in it
+alone are replicates of one board row (`is_seed_replicate`), kept off the board (`db` puts them in a table of their
+own) and read for the row's seed-to-seed spread.
+
 Few-shot runs are never ranked (`db` keeps them off the boards: each backbone has one run per seed).
 Their `curve_key` drops k and the subset (seed, size, items) from the key: the runs one learning curve
 is drawn from, every k and seed of every backbone.
@@ -44,6 +48,7 @@ COMPARABILITY_FIELDS: tuple[str, ...] = (
 
 _KEY_LENGTH = 12
 HEAD_PROVENANCE = ("sha256", "run_id")  # protocol_params.head keys that identify one head file
+REPLICATE_PARAM = "seed"  # the probe parameter a seed sweep sets (harness.probes.base.ProbeParams.seed)
 
 
 class ComparabilityError(ValueError):
@@ -59,14 +64,21 @@ def comparability_fields(record: Record) -> dict[str, Any]:
     fields = {path: _field_value(record, path) for path in COMPARABILITY_FIELDS}
     if fields["k_shot"] is None:
         del fields["k_shot"]
+    if REPLICATE_PARAM in record.protocol_params:  # a replicate: the board is its seed-0 row's
+        fields["protocol_params"] = {k: v for k, v in record.protocol_params.items() if k != REPLICATE_PARAM}
     head = record.protocol_params.get("head")
     if isinstance(head, dict):
         # A shared head's evaluation: runs of different backbones each read their own head, so the file (its
         # SHA-256, its run) is provenance, not part of the key; how the heads were trained (the params, the
         # training data) and whether the head was allowed a mismatch (comparable: false) are.
         kept = {k: v for k, v in head.items() if k not in HEAD_PROVENANCE}
-        fields["protocol_params"] = {**record.protocol_params, "head": kept}
+        fields["protocol_params"] = {**fields["protocol_params"], "head": kept}
     return fields
+
+
+def is_seed_replicate(record: Record) -> bool:
+    """Whether a full-split run re-trained its head with a probe seed of its own: a seed sweep's replicate."""
+    return record.k_shot is None and REPLICATE_PARAM in record.protocol_params
 
 
 def comparability_key(record: Record) -> str:

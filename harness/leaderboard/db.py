@@ -10,7 +10,9 @@
 
 and defines the view `board_rows`: every ok full-split run placed on its board (rank, normalised rank).
 Few-shot runs are on no board: a backbone has one per seed, and ranking replicates against each other
-would be meaningless. `db_fewshot` aggregates them into learning curves instead.
+would be meaningless. `db_fewshot` aggregates them into learning curves instead. A seed sweep's replicates
+(`comparability.is_seed_replicate`) go to a table of their own, `replicates`, which `db_replicates` reads for each
+board row's seed-to-seed spread.
 `load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`; the
 per-level, per-task and per-backbone summaries are in `db_summaries`.
 
@@ -26,7 +28,7 @@ from typing import Any
 import duckdb
 
 from harness.core.hashing import canonical_json
-from harness.leaderboard.comparability import ComparabilityError, comparability_key, curve_key
+from harness.leaderboard.comparability import ComparabilityError, comparability_key, curve_key, is_seed_replicate
 from harness.leaderboard.db_samples import load_samples_table as load_samples_table  # the per-sample tables
 from harness.runs.records import Record
 
@@ -79,6 +81,13 @@ CREATE TABLE metrics (
     tolerance DOUBLE,
     PRIMARY KEY (run_id, metric)
 );
+-- what a board's rows must beat to be ranked (`floors`): filled by `set_floors` once the per-sample ids its chance
+-- rows need are loaded; empty, every row with a headline is ranked
+CREATE TABLE board_floors (
+    comparability_key VARCHAR PRIMARY KEY,
+    floor DOUBLE NOT NULL,
+    source VARCHAR NOT NULL
+);
 CREATE TABLE backbones (
     backbone_name VARCHAR NOT NULL,
     identity VARCHAR NOT NULL,
@@ -105,9 +114,14 @@ def connect_corpus(records: list[Record], attempts: list[Record] = ()) -> duckdb
     if duplicates:
         raise ValueError(f"corpus has more than one record for run_id {', '.join(duplicates)}")
 
+    replicates = [r for r in ordered if is_seed_replicate(r)]
+    ordered = [r for r in ordered if not is_seed_replicate(r)]
     con = duckdb.connect(":memory:")
     con.execute(_SCHEMA)
     _insert(con, "records", [_record_row(r) for r in ordered])
+    # a seed sweep's runs: beside their board rows, never on a board (db_replicates reads their spread)
+    con.execute("CREATE TABLE replicates AS SELECT * FROM records LIMIT 0")
+    _insert(con, "replicates", [_record_row(r) for r in replicates])
     con.execute("CREATE TABLE attempts AS SELECT * FROM records LIMIT 0")
     _insert(con, "attempts", [_record_row(r) for r in sorted(attempts, key=lambda r: r.run_id)])
     con.execute("CREATE VIEW runs_and_attempts AS "
@@ -222,6 +236,11 @@ CREATE MACRO layer_order(layers) AS from_json(layers, '["BIGINT"]');
 # but a *baseline*: a reference a pretrained row should beat, listed among the pretrained rows at its value
 # (`baseline`), where random-init controls come after them.
 #
+# A pretrained row that does not beat its board's floor (`board_floors`: a chance row or an image-blind baseline,
+# harness.leaderboard.floors) is `gated`: shown at its value but not ranked, as a control is, so noise below chance
+# never orders backbones. For the cross-task table it is placed last (normalised rank 1), so scoring at chance
+# never leaves a row better placed than scoring just above it would.
+#
 # Normalised rank puts boards of different sizes on one scale: with m ranked pretrained rows,
 # (number of pretrained rows strictly better) / (m - 1), so 0 is best and 1 worst; a lone pretrained
 # row gets 0. For a pretrained row the count is rank - 1. A control gets the position it would take
@@ -241,22 +260,25 @@ board AS (
 ),
 scored AS (
     SELECT ok.*,
-           CASE WHEN board.higher_is_better THEN -ok.headline_value ELSE ok.headline_value END AS sort_value
-    FROM ok JOIN board USING (comparability_key)
+           CASE WHEN board.higher_is_better THEN -ok.headline_value ELSE ok.headline_value END AS sort_value,
+           coalesce(NOT ok.control AND ok.headline_value IS NOT NULL AND f.floor IS NOT NULL AND NOT (
+               CASE WHEN board.higher_is_better THEN ok.headline_value > f.floor ELSE ok.headline_value < f.floor END
+           ), false) AS gated
+    FROM ok JOIN board USING (comparability_key) LEFT JOIN board_floors f USING (comparability_key)
 ),
 ranked AS (
     SELECT s.*,
            RANK() OVER (
-               PARTITION BY s.comparability_key, s.control, s.headline_value IS NULL ORDER BY s.sort_value
+               PARTITION BY s.comparability_key, s.control OR s.gated, s.headline_value IS NULL ORDER BY s.sort_value
            ) AS partition_rank,
-           count(*) FILTER (WHERE NOT s.control AND s.headline_value IS NOT NULL)
+           count(*) FILTER (WHERE NOT s.control AND NOT s.gated AND s.headline_value IS NOT NULL)
                OVER (PARTITION BY s.comparability_key) AS ranked_count,
            (SELECT count(*) FROM scored p
-            WHERE p.comparability_key = s.comparability_key AND NOT p.control
+            WHERE p.comparability_key = s.comparability_key AND NOT p.control AND NOT p.gated
               AND p.headline_value IS NOT NULL AND p.sort_value < s.sort_value) AS better_count
     FROM scored s
 )
-SELECT comparability_key, run_id, backbone_name, backbone_identity, control, layers, warnings,
+SELECT comparability_key, run_id, backbone_name, backbone_identity, control, gated, layers, warnings,
        coalesce(weights_kind = 'fixed-filter', false) AS baseline,
        layer_set(layers) AS layer_set,
        CASE WHEN count(DISTINCT layers) OVER (PARTITION BY comparability_key, backbone_name) > 1
@@ -264,7 +286,7 @@ SELECT comparability_key, run_id, backbone_name, backbone_identity, control, lay
        -- a weights file that is not the published pin (harness.backbones.weights): said wherever the row shows
        || CASE WHEN weights_kind = 'checkpoint' THEN ' · ' || CHECKPOINT_LABEL() ELSE '' END AS row_label,
        headline_value, sort_value,
-       CASE WHEN NOT control AND headline_value IS NOT NULL THEN partition_rank END AS rank,
+       CASE WHEN NOT control AND NOT gated AND headline_value IS NOT NULL THEN partition_rank END AS rank,
        ranked_count,
        CASE WHEN headline_value IS NOT NULL AND ranked_count > 0
             THEN least(better_count::DOUBLE / greatest(ranked_count - 1, 1), 1.0) END AS normalised_rank
@@ -276,7 +298,7 @@ WITH run_metrics AS (
     SELECT run_id, list({'metric': metric, 'value': value} ORDER BY metric) AS metrics
     FROM metrics GROUP BY run_id
 )
-SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.baseline, b.layers,
+SELECT b.comparability_key, b.run_id, b.backbone_name, b.backbone_identity, b.control, b.baseline, b.gated, b.layers,
        b.layer_set, b.row_label, b.headline_value, b.rank, b.ranked_count, b.normalised_rank, b.warnings,
        run_metrics.metrics
 FROM board_rows b LEFT JOIN run_metrics USING (run_id)
@@ -319,12 +341,19 @@ ORDER BY r.comparability_key, m.metric = min(r.headline_metric) DESC, m.metric
 """
 
 
+def set_floors(con: duckdb.DuckDBPyConnection, floors: dict[str, tuple[float, str]]) -> None:
+    """Replace the boards' floors ({comparability key: (value, what scores it)}): `board_rows` ranks by them."""
+    con.execute("DELETE FROM board_floors")
+    _insert(con, "board_floors", [(key, value, source) for key, (value, source) in sorted(floors.items())])
+
+
 def boards(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One dict per board: its comparability fields, `metrics` (columns) and ranked `rows`.
 
-    Each row has run_id, backbone_name, backbone_identity, control, headline_value, rank (None for a
-    control or a run without a headline value), ranked_count (ranked pretrained rows on the board),
-    normalised_rank (see `_BOARD_ROWS_VIEW`) and `metrics` ({name: value}).
+    Each row has run_id, backbone_name, backbone_identity, control, gated (a pretrained row that does not beat
+    the board's floor), headline_value, rank (None for a control, a gated row or a run without a headline
+    value), ranked_count (ranked pretrained rows on the board), normalised_rank (see `_BOARD_ROWS_VIEW`) and
+    `metrics` ({name: value}).
     """
     board_list = fetch(con, _BOARDS_SQL)
     columns: dict[str, list[dict[str, Any]]] = {}

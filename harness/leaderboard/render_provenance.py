@@ -10,7 +10,7 @@ from harness.core import dvcfiles
 from harness.core.config import stage_spelling
 from harness.core.paths import stage_of_run
 from harness.leaderboard.analysis import Analysis
-from harness.leaderboard.comparability import comparability_key, curve_key
+from harness.leaderboard.comparability import comparability_key, curve_key, is_seed_replicate
 from harness.leaderboard.markdown import (
     MISSING,
     backbone_link,
@@ -141,6 +141,13 @@ def _placement(record: Record, analysis: Analysis, prefix: str) -> list[str]:
         url = f"{prefix}tasks/{page_stem(record.task)}.md#{curve_anchor(key)}"
         where = f"[{cell(record.task)} learning curve {key}]({url})"
         return [what + f"are never ranked), a point of the {where}.", ""]
+    if is_seed_replicate(record) and record.status == "ok":
+        key = comparability_key(record)
+        board = next((b for b in analysis.boards if b["comparability_key"] == key), None)
+        where = "its board" if board is None else board_link(
+            f"{analysis.stats[key].code} {analysis.stats[key].label}", board["task"], key, prefix)
+        return [f"A seed replicate (probe seed {record.seed}) of a row of {where}: on no board itself; the board "
+                "shows the seed-to-seed spread its sweep measures.", ""]
     for board in analysis.boards:
         for row in board["rows"]:
             if row["run_id"] != record.run_id:
