@@ -60,7 +60,7 @@ def test_an_edit_or_a_new_module_is_refused_in_one_line_naming_the_file_and_the_
     _git(checkout, "checkout", "--", "harness/probe_code.py")
     (checkout / "harness" / "new_module.py").write_text("x = 1\n")  # imported by a stage, never committed
     assert environment.uncommitted_code() == ["harness/new_module.py"]
-    with pytest.raises(ConfigError, match="new_module.py"):
+    with pytest.raises(ConfigError, match=r"new_module\.py"):
         environment.require_committed_code()
     environment.require_committed_code(allow_dirty=True)
     monkeypatch.setenv(environment.ALLOW_DIRTY_ENV, "1")  # what the CLI's allow_dirty=true hands the stages
