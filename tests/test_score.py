@@ -60,3 +60,30 @@ def test_an_unknown_board_is_one_line_listing_the_boards(image_project, capsys):
     assert len(err.strip().splitlines()) == 1 and "is no board of the committed corpus" in err and code in err
     assert not (project / "user").exists()  # refused before any work
     assert main(["score", "board=" + code]) == 2  # backbone= missing
+
+
+def test_the_user_site_is_the_leaderboards_twin_and_builds_strict(image_project):
+    """The user config is derived from the leaderboard's mkdocs.yml (same extensions, scripts, styles, theme), so
+    boards render as tables and folded blocks as <details>; its home page names user/corpus.jsonl; no warning."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    project, _ = image_project
+    code = _committed_board(project)
+    assert main(["score", "backbone=cifar_resnet20@random", f"board={code}"]) == 0
+    main_config = yaml.safe_load((Path(__file__).resolve().parents[1] / "mkdocs.yml").read_text())
+    user_config = yaml.safe_load((project / "user" / "mkdocs.yml").read_text())
+    for key in ("markdown_extensions", "extra_javascript", "extra_css", "theme"):
+        assert user_config[key] == main_config[key], key
+    assert user_config["site_name"] != main_config["site_name"]
+    home = (project / "user" / "docs" / "index.md").read_text()
+    assert "user/corpus.jsonl" in home and "Each number comes from one validated run record" not in home
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "user/mkdocs.yml"],
+                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr
+    board = (project / "user" / "site" / "tasks" / "classification" / "index.html").read_text()
+    assert "<table>" in board and "| Rank |" not in board
+    assert "<details" in board and '??? info "' not in board
