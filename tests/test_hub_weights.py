@@ -320,13 +320,39 @@ def test_open_clip_state_dict_is_a_checkpoint_not_openais_release(clip_files):
     _assert_clip_tower(backbone, clip_files.reference)
 
 
-def test_an_openai_archive_of_another_clip_is_refused(clip_files):
-    """load_openai_model builds whatever the archive's shapes say: ViT-B/32's file must not run as ViT-B/16."""
-    config = _MODELS["clip_vitb16"][0]
+def test_an_openai_archive_of_another_clip_is_refused(clip_files, monkeypatch):
+    """load_openai_model builds whatever the archive's shapes say: ViT-B/32's file must not run as ViT-B/16 (were it
+    ViT-B/16's pinned release: anyone else's TorchScript is refused before it loads, as the next test shows)."""
+    config, filename, _ = _MODELS["clip_vitb16"]
+    monkeypatch.setitem(_MODELS, "clip_vitb16", (config, filename, sha256_file(clip_files.torchscript)))
     with pytest.raises(BackboneError) as error:
         create_backbone("clip_vitb16", checkpoint=str(clip_files.torchscript))
     _one_line_backbone_error(error, str(clip_files.torchscript), f"expected {config}'s vision tower", "'patch': 16",
                              "'patch': 32")
+
+
+def test_a_torchscript_file_not_the_pinned_release_is_refused_before_it_loads(tmp_path, monkeypatch):
+    """torch.jit.load runs an archive's code (`__setstate__`) as it loads: a TorchScript checkpoint that is not
+    OpenAI's pinned release never reaches open_clip or torch.jit, and the refusal is one line naming the file."""
+    import warnings
+
+    import open_clip
+
+    path = tmp_path / "mine.pt"
+    with warnings.catch_warnings():  # torch.jit is deprecated, and still what such a file is
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(path))
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a TorchScript archive was loaded")
+
+    monkeypatch.setattr(torch.jit, "load", loaded)
+    monkeypatch.setattr(open_clip, "load_openai_model", loaded)
+    monkeypatch.setattr(open_clip, "create_model", loaded)
+    with pytest.raises(BackboneError) as error:
+        create_backbone(CLIP, checkpoint=str(path))
+    _one_line_backbone_error(error, str(path), "is a torchscript file (loading one runs the code inside it",
+                             "loads safetensors or torch-state-dict")
 
 
 # -- CIFAR ResNets take the same rule ---------------------------------------------------------------------------

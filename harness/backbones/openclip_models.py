@@ -129,7 +129,9 @@ def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> 
     else:
         pin = WeightsPin("url", _OPENAI.format(sha=sha256, file=filename), filename, "openai", sha256,
                          accepts_checkpoints=True)
-        path, weights = resolve_pinned_file(pin, request)
+        # TorchScript only as OpenAI's pinned release (its SHA-256 checked first): torch.jit.load runs an archive's
+        # code (`__setstate__`) as it loads, so anyone else's is refused before open_clip sees it
+        path, weights = resolve_pinned_file(pin, request, formats=("safetensors", "torch-state-dict"))
         if weights["kind"] == "pretrained":  # the tag names OpenAI's release: not said of anyone else's file
             weights = {**weights, "pretrained_tag": PRETRAINED_TAG}
         model = _load(config, path, request.name)

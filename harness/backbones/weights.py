@@ -113,7 +113,8 @@ def _checkpoint_weights(
     """The identity block of the user's own file: what it is, and the published pin it is not."""
     fmt = file_format(path)
     if fmt not in formats:
-        raise BackboneError(f"{path} is a {fmt} file; {name} loads {' or '.join(formats)}")
+        why = " (loading one runs the code inside it, so only a pinned release is)" if fmt == "torchscript" else ""
+        raise BackboneError(f"{path} is a {fmt} file{why}; {name} loads {' or '.join(formats)}")
     return {
         "kind": "checkpoint",
         "file_sha256": digest,
@@ -134,7 +135,10 @@ def file_format(path: Path) -> str:
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
-        if any(n.endswith("/constants.pkl") for n in names):  # what torch.jit.save writes and torch.save does not
+        # what torch.jit.save writes and torch.save does not: constants.pkl and the code/ folder, inside the
+        # archive's own folder or (a repacked file) at its top
+        if any(n == "constants.pkl" or n.endswith("/constants.pkl") or n.startswith("code/") or "/code/" in n
+               for n in names):
             return "torchscript"
         if any(n.endswith("/data.pkl") for n in names):
             return "torch-state-dict"
