@@ -246,3 +246,60 @@ def test_force_runs_the_chosen_stages_and_only_the_stale_ones_around_them(tmp_pa
     assert dvc_runner.repro_with_progress(["first", "second", "other"], force=["other"]) == 0
     assert ran.read_text().split() == ["first", "second", "other"]
     assert dvc_runner.stale_stages(["first", "second", "other"]) == set()
+
+
+SLEEPY = """stages:
+  sleepy:
+    cmd: python stage.py
+    deps: [stage.py]
+    outs: [out.txt]
+"""
+# the stage: its pid and its parent's (DVC) in pids.txt, then it waits while `hold` exists
+SLEEPY_STAGE = """import os, pathlib, time
+pathlib.Path("pids.txt").write_text(f"{os.getpid()} {os.getppid()}")
+while pathlib.Path("hold").exists():
+    time.sleep(0.05)
+pathlib.Path("out.txt").write_text("done")
+"""
+RUNNER = """import sys
+from harness.pipeline import dvc_runner
+sys.exit(dvc_runner.repro_with_progress(["sleepy"]))
+"""
+
+
+def _wait_for(predicate, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_killing_the_cli_group_takes_dvc_and_its_stage_with_it_and_a_re_run_succeeds(tmp_path, monkeypatch):
+    """`kill -9` of the CLI's process group (a CI timeout, a closed terminal) while DVC runs a stage: neither DVC
+    nor the stage survives it (they run in a group of their own, led by dvc_guard, which dies with the CLI), and
+    the immediate re-run is not refused as busy: DVC drops the dead process's rwlock entries itself."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(command, cwd=project, check=True, capture_output=True)
+    (project / "dvc.yaml").write_text(SLEEPY)
+    (project / "stage.py").write_text(SLEEPY_STAGE)
+    (project / "hold").write_text("")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cli = subprocess.Popen([sys.executable, "-c", RUNNER], cwd=project, env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids = project / "pids.txt"
+    assert _wait_for(pids.is_file), "the stage never started"
+    stage, dvc = (int(pid) for pid in pids.read_text().split())
+    assert _alive(stage) and _alive(dvc)
+    os.killpg(cli.pid, signal.SIGKILL)
+    cli.wait()
+    assert _wait_for(lambda: not _alive(stage) and not _alive(dvc), timeout=10), "DVC or its stage outlived the CLI"
+    (project / "hold").unlink()
+    again = subprocess.run([sys.executable, "-c", RUNNER], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (project / "out.txt").read_text() == "done"

@@ -63,9 +63,21 @@ def dvc_env() -> dict[str, str]:
     return env
 
 
+def guarded(command: list[str]) -> list[str]:
+    """`command` run by harness.pipeline.dvc_guard: started with `start_new_session=True`, it leads a process
+    group of its own (DVC and the stage it runs), which dies with this process, however this process dies."""
+    return [sys.executable, "-m", "harness.pipeline.dvc_guard", str(os.getpid()), *command]
+
+
 def run_dvc(args: list[str]) -> int:
+    """`dvc ARGS`, its output to ours; DVC's exit status. Ctrl-C (KeyboardInterrupt) stops DVC's group first."""
     log.info("$ dvc %s", " ".join(args))
-    return subprocess.run(dvc_command(args), check=False, env=dvc_env()).returncode
+    with subprocess.Popen(guarded(dvc_command(args)), start_new_session=True, env=dvc_env()) as process:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            _stop(process)
+            raise
 
 
 def stale_stages(stages: list[str], docs: dict[Path, dict[str, Any]] | None = None, echo: bool = True
@@ -118,7 +130,9 @@ def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
 
     Ctrl-C (or SIGTERM) stops DVC and the stage it runs, then raises KeyboardInterrupt. DVC alone would not stop:
     it ignores an interrupt while a stage runs and, with --keep-going, starts the next stage once that one died
-    of it. So DVC runs in its own process group, which the interrupt is handed to as a whole."""
+    of it. So DVC runs in its own process group, which the interrupt is handed to as a whole, led by
+    harness.pipeline.dvc_guard, which takes the group down when this process dies without a word (`kill -9` of
+    the CLI's group, a CI timeout): DVC and its stage never outlive the CLI holding DVC's locks."""
     docs = dvcfiles.load_documents()
     stale = stale_stages(targets, docs, echo=False)
     if stale is None:
@@ -176,8 +190,8 @@ def _repro(args: list[str], progress: _Progress) -> int:
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
-        with subprocess.Popen(dvc_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              bufsize=1, start_new_session=True, env=dvc_env()) as process:
+        with subprocess.Popen(guarded(dvc_command(args)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, bufsize=1, start_new_session=True, env=dvc_env()) as process:
             assert process.stdout is not None
             try:
                 for line in process.stdout:
