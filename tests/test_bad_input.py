@@ -374,3 +374,18 @@ def test_symlinked_class_folders_are_followed_and_a_dangling_one_is_refused_nami
     assert check_layout("d", str(root)) is not None
     with pytest.raises(DatasetError, match=expected):
         prepare_image_folder("d", tmp_path / "out", str(root))
+
+
+def test_a_split_typo_against_a_split_class_folder_is_found_by_its_listing_before_any_stage(tmp_path, monkeypatch):
+    """The <split>/<class>/ layout's splits are its folders, so the typo is found where the folder is listed (what
+    the CLI runs before any stage), not by the prepare stage."""
+    from harness.core.config import load_params
+    from harness.pipeline.checks import layout_problems
+
+    _params_file(tmp_path, monkeypatch, lambda p: p["probes"]["classification"].update(eval_split="vall"))
+    assert layout_problems(load_params(), ["tiny"]) == [
+        "probes.classification.eval_split: unknown split 'vall'. Did you mean 'val'? Valid splits: train, val "
+        "(dataset tiny's splits)"]
+    params = load_params()
+    params.probes["classification"]["eval_split"] = "val"
+    assert layout_problems(params, ["tiny"]) == []

@@ -184,6 +184,19 @@ def check_layout(name: str, root: str, per_class: dict[str, int] | None = None,
             f"layouts understood: {'; '.join(LAYOUTS)}")
 
 
+def folder_splits(root: str, per_class: dict[str, int] | None = None,
+                  split_fractions: dict[str, float] | None = None, **_: Any) -> list[str] | None:
+    """The splits a <split>/<class>/<image> folder gives (its split folders), from a folder listing; None for the
+    class-only layout (its spec names the splits) or a folder that is not here."""
+    base = Path(root)
+    if per_class is not None or split_fractions is not None or not base.is_dir():
+        return None
+    try:
+        return [s.name for s in _folders(base)] or None
+    except (DatasetError, OSError):  # check_layout says what is wrong with the folder
+        return None
+
+
 def _layout_hint(base: Path, per_class: dict[str, int] | dict[str, float] | None) -> str:
     """Why a folder gave no images: most often the other layout than the spec says."""
     nested = any(_images(c) for s in _folders(base) for c in _folders(s))

@@ -113,8 +113,13 @@ def declared_splits(spec: dict) -> list[str] | None:
 def _check_splits(params: Params, grid: str, task: str, dataset: str, block: dict) -> None:
     """A split a task reads that its dataset will not have (a typo) is refused here, before the prepare stage."""
     splits = declared_splits(params.datasets[dataset])
-    if splits is None:
-        return
+    problem = None if splits is None else split_problem(params, grid, task, dataset, block, splits)
+    if problem:
+        raise ConfigError(problem)
+
+
+def split_problem(params: Params, grid: str, task: str, dataset: str, block: dict, splits: list[str]) -> str | None:
+    """The first split `block` (task's parameters in grid) reads that is not among `splits`, as one line."""
     for key, value in block.items():
         named = [value] if key.endswith("_split") and isinstance(value, str) else (
             [v for v in value if isinstance(v, str)] if key.endswith("_splits") and isinstance(value, list) else [])
@@ -122,8 +127,9 @@ def _check_splits(params: Params, grid: str, task: str, dataset: str, block: dic
             if split not in splits:
                 source = f"grids.{grid}.probes.{task}" if key in params.grids[grid].probes.get(task, {}) else (
                     f"probes.{task}")
-                raise ConfigError(f"{source}.{key}: {unknown_name_message('split', split, splits)} "
-                                  f"(dataset {dataset}'s splits)")
+                return (f"{source}.{key}: {unknown_name_message('split', split, splits)} "
+                        f"(dataset {dataset}'s splits)")
+    return None
 
 
 def layout_problems(params: Params, datasets: list[str]) -> list[str]:
@@ -144,7 +150,17 @@ def layout_problems(params: Params, datasets: list[str]) -> list[str]:
         problem = check(name, **spec) if check is not None else None
         if problem:
             problems.append(problem)
-    return problems
+            continue
+        # the splits of a folder whose layout makes them (image_folder's <split>/<class>/): a task's typo is found
+        # here, by folder listing, rather than by the prepare stage
+        find = getattr(importlib.import_module(DATASET_KINDS.module_of(kind)), "folder_splits", None)
+        splits = find(**spec) if find is not None and declared_splits(params.datasets[name]) is None else None
+        for grid, grid_spec in (params.grids.items() if splits else ()):
+            for task in (t for t, d in grid_spec.tasks.items() if d == name and t in params.probes):
+                problem = split_problem(params, grid, task, name, probe_block(params, grid, task), splits)
+                if problem:
+                    problems.append(problem)
+    return list(dict.fromkeys(problems))
 
 
 def grid_requirements(params: Params, grid: str) -> dict[str, str]:
