@@ -87,3 +87,68 @@ def test_the_user_site_is_the_leaderboards_twin_and_builds_strict(image_project)
     board = (project / "user" / "site" / "tasks" / "classification" / "index.html").read_text()
     assert "<table>" in board and "| Rank |" not in board
     assert "<details" in board and '??? info "' not in board
+
+
+def _interval_text(record) -> str:
+    """The record's headline and 95% interval by the project's bootstrap (harness.runs.intervals), as printed."""
+    from harness.runs.intervals import metric_interval
+    from harness.runs.samples import read_samples
+
+    _, columns = read_samples(record.samples)
+    interval = metric_interval(record, record.headline_metric, columns)
+    return f"{record.headline:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
+
+
+def test_score_returns_a_typed_result_with_the_interval_and_verdict_it_prints(image_project, capsys):
+    from harness.runs.samples import read_samples
+    from harness.user.answer import BETTER, TIED, TIED_TOLERANCE, WORSE
+    from harness.user.score import ScoreResult, score
+
+    project, _ = image_project
+    code = _committed_board(project)
+    result = score("cifar_resnet56@random", code)
+    assert isinstance(result, ScoreResult) and result.board.code == code
+    headline, mine = result.headline, result.record
+    assert (headline.metric, headline.value) == (mine.headline_metric, mine.headline)
+    assert _interval_text(mine) in str(result)  # the interval the stage's own bootstrap gives
+    versus = headline.versus  # the board ranks no committed row: its control
+    assert versus is not None and versus.role == "committed control" and versus.against == "cifar_resnet20@random"
+    (theirs,) = read_records(project / paths.CORPUS)
+    ids_a, a = read_samples(mine.samples)
+    ids_b, b = read_samples(theirs.samples)
+    order = [ids_b.index(i) for i in ids_a]
+    assert abs(versus.test.difference - float((a["top1"] - b["top1"][order]).mean())) < 1e-12
+    assert versus.test.low <= versus.test.difference <= versus.test.high
+    # the paired test's rule (harness.leaderboard.analysis.verdict), read from your side: top1 is higher-better
+    expected = TIED if versus.p_value >= 0.05 else {True: BETTER, False: WORSE}[versus.test.difference > 0]
+    assert versus.verdict in ((expected, TIED_TOLERANCE) if expected != TIED else (TIED,))
+    printed = str(result)
+    assert all(line in printed for line in result.table) and versus.verdict in printed.splitlines()[-1]
+    capsys.readouterr()
+    assert main(["score", "backbone=cifar_resnet56@random", f"board={code}", "build_site=false"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == printed.splitlines()[-1]  # the CLI prints the same
+
+
+def test_data_runs_print_each_headline_with_its_interval(image_project, tmp_path, capsys):
+    from conftest import write_image_folder
+
+    folder = write_image_folder(tmp_path / "mine", per_split=4, splits=(None,), classes=2)
+    capsys.readouterr()
+    assert main(["task=classification", "backbone=cifar_resnet20@random,cifar_resnet56@random", f"data={folder}",
+                 "build_site=false"]) == 0
+    out = capsys.readouterr().out
+    records = read_records(Path("user/corpus.jsonl"))
+    assert len(records) == 2
+    for record in records:
+        (line,) = [line for line in out.splitlines() if line.startswith(record.backbone_name + " ")]
+        assert _interval_text(record) in line and "no committed row on its board" in line
+
+
+def test_an_unlisted_plugin_backbone_names_the_plugins_step(image_project, capsys):
+    project, _ = image_project
+    code = _committed_board(project)
+    capsys.readouterr()
+    assert main(["score", "backbone=tiny_net.random", f"board={code}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unknown backbone 'tiny_net@random'" in err
+    assert "params.yaml's `plugins:`" in err

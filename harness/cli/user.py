@@ -83,7 +83,10 @@ def _backbones(value: str | None) -> list[str]:
         try:
             parse_backbone_name(name)
         except BackboneError as error:
-            raise ConfigError(str(error)) from None
+            # the step people skip (docs/extend.md): a plugin's backbone exists only once params.yaml lists it
+            hint = (" (a backbone of your own: its module under plugins/, listed in params.yaml's `plugins:`)"
+                    if str(error).startswith("unknown backbone") else "")
+            raise ConfigError(f"{error}{hint}") from None
     return backbones
 
 
@@ -109,9 +112,8 @@ def score_command(args: list[str]) -> int:
     """`score backbone=NAME board=B-xxxx [layers=…] [device=…] [build_site=false]`: your backbone on a committed
     board's exact task, data and protocol, ranked beside its rows (harness.user.score); never the corpus."""
     from harness.api import RunFailed, checked_device
-    from harness.leaderboard.render import rendered_pages
     from harness.user.runs import collect_user, render_user_site
-    from harness.user.score import YOURS, beside_boards, board_table, find_board, score
+    from harness.user.score import find_board, score
 
     overrides = parse_overrides(args, ["backbone", "board", "build_site", "device", "layers"], ("build_site",))
     missing = [key for key in ("backbone", "board") if key not in overrides]
@@ -122,13 +124,11 @@ def score_command(args: list[str]) -> int:
     find_board(overrides["board"])  # an unknown board: one line listing them, before any work
     device = checked_device(overrides["device"]) if "device" in overrides else None
     try:
-        mine, board = score(backbone, overrides["board"], layers=overrides.get("layers"), device=device)
+        result = score(backbone, overrides["board"], layers=overrides.get("layers"), device=device)
     except RunFailed as error:
         log.error("score: %s on %s failed: %s", backbone, overrides["board"], error)
         return 1
-    pages = rendered_pages(beside_boards([mine]))
-    print(f"{board.describe()}, with {mine.backbone_name}{YOURS} ranked beside its committed rows:")
-    print("\n".join(board_table(pages, board)))
+    print(result)
     records = collect_user()
     if overrides.get("build_site", True):
         render_user_site(records)

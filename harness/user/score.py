@@ -22,6 +22,7 @@ from harness.core.config import ConfigError
 from harness.leaderboard.comparability import comparability_fields, comparability_key
 from harness.leaderboard.markdown import page_stem
 from harness.runs.records import Record, read_records
+from harness.user.answer import Headline, headline_table, headlines
 
 log = logging.getLogger("visbench")
 YOURS = "@yours"  # appended to your rows' backbone names when they stand beside committed ones
@@ -70,11 +71,28 @@ def find_board(spec: str, corpus: list[Record] | None = None) -> Board:
     raise ConfigError(f"board={spec} {what}; boards: {listed}")
 
 
+@dataclass(frozen=True)
+class ScoreResult:
+    """What `score` answers: your record on the board, the board ranked again with your row in it (its table as
+    the site renders it), and your headline with its 95% interval and the paired verdict against the board's best
+    committed row (or its control). `print(result)` shows what the CLI prints."""
+
+    record: Record  # yours, as written under the workspace (its own run id)
+    board: Board
+    table: list[str]  # the board's Markdown table lines, your row named NAME@yours
+    headline: Headline
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.board.describe()}, with {self.record.backbone_name}{YOURS} ranked beside its "
+                          "committed rows:", *self.table, "", headline_table([self.headline])])
+
+
 def score(backbone: str, board: str, *, layers: object = None, device: str | None = None,
-          workspace: str | Path = DEFAULT_WORKSPACE) -> tuple[Record, Board]:
-    """Run `backbone` on the board's task, dataset and protocol into `workspace`; (your record, the board). A run
-    that lands on another board (your copy of the dataset differs, say) is refused, naming what differs."""
+          workspace: str | Path = DEFAULT_WORKSPACE) -> ScoreResult:
+    """Run `backbone` on the board's task, dataset and protocol into `workspace`, and rank it there. A run that
+    lands on another board (your copy of the dataset differs, say) is refused, naming what differs."""
     from harness.api import run
+    from harness.leaderboard.render import rendered_pages
 
     target = find_board(board)
     record = target.first
@@ -89,7 +107,9 @@ def score(backbone: str, board: str, *, layers: object = None, device: str | Non
         differ = ", ".join(f"{name} ({theirs.get(name)!r} on the board, {ours.get(name)!r} here)"
                            for name in sorted(set(theirs) | set(ours)) if theirs.get(name) != ours.get(name))
         raise ConfigError(f"{backbone} ran, but not on {target.code}: {differ}; the run is in {result.record_path}")
-    return mine, target
+    beside = beside_boards([mine])
+    (headline,) = headlines(beside, 1)
+    return ScoreResult(mine, target, board_table(rendered_pages(beside), target), headline)
 
 
 def beside_boards(user: list[Record], corpus: list[Record] | None = None) -> list[Record]:
