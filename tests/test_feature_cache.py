@@ -233,3 +233,64 @@ def test_verified_removes_a_corrupt_entry_and_prune_keeps_only_what_is_asked_for
     assert cache.prune({KEY}) == 2
     assert sorted(p.relative_to(cache.root).as_posix() for p in cache.root.rglob("*")) == [
         KEY[:2], f"{KEY[:2]}/{KEY}.npyz"]
+
+
+STAGE = """
+import sys
+import numpy as np
+from harness.runs.feature_cache import FeatureCache
+cache = FeatureCache("features/entries")
+keys = sys.argv[1:]
+for n, key in enumerate(keys):
+    if not cache.verified(key):  # as the extract stage reuses an entry: only one that passes its hash
+        cache.put(key, np.full((4, 4), n, dtype=np.float32))
+        print("extracted", key, flush=True)
+cache.prune(set(keys))
+"""
+
+
+@pytest.mark.dvc
+def test_a_rotted_entry_in_dvcs_cache_heals_with_one_plain_dvc_repro(tmp_path, monkeypatch):
+    """Against real DVC: an entry rotted in DVC's cache and in the workspace (the mtime DVC knows kept) is found by
+    the reader, removed from both, and the next plain `dvc repro` runs the persisted extract-like stage, which
+    computes that entry alone and keeps the others."""
+    import os
+    import subprocess
+    import sys
+
+    keys = [feature_key(f"{n:02d}" * 32, "0123456789abcdef", {"crop": 224}, [11], "avg", "pooled") for n in range(3)]
+    (tmp_path / "extract.py").write_text(STAGE)
+    (tmp_path / "dvc.yaml").write_text(
+        f"stages:\n  extract:\n    cmd: {sys.executable} extract.py {' '.join(keys)}\n"
+        "    deps:\n    - extract.py\n    outs:\n    - features:\n        persist: true\n")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+
+    def dvc(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=tmp_path, capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    dvc("init", "-q", "--no-scm")
+    assert dvc("repro").count("extracted") == 3
+    monkeypatch.chdir(tmp_path)
+    cache = FeatureCache(tmp_path / "features" / "entries")
+    entry = cache.path(keys[1])
+    good = entry.read_bytes()
+    objects = [p for p in (tmp_path / ".dvc" / "cache" / "files" / "md5").glob("??/*")
+               if p.suffix != ".dir" and p.read_bytes() == good]
+    assert len(objects) == 1
+    rotted = bytearray(good)
+    rotted[-40] ^= 0xFF
+    for path in (entry, objects[0]):  # the same bit rot in the object DVC checks out and in the workspace copy
+        stat = path.stat()
+        path.chmod(0o644)
+        path.write_bytes(bytes(rotted))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert cache.get(keys[1]) is None  # what the probe stage reads: removed here and from DVC's cache
+    assert not entry.exists() and not objects[0].exists()
+    out = dvc("repro")
+    assert out.count("extracted") == 1 and f"extracted {keys[1]}" in out
+    assert entry.read_bytes() == good and objects[0].read_bytes() == good
+    again = dvc("repro")
+    assert "extracted" not in again and "Running stage" not in again
