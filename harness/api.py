@@ -112,7 +112,8 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
                 from harness.stages import prepare as prepare_stage
 
                 prepare_stage.run(name, params, topology.dataset_code(params, name), [])
-            stage_calls.extract(feature_grid, spelling, name, params)
+            # one features folder per dataset and backbone serves every task run on it here: nothing pruned
+            stage_calls.extract(feature_grid, spelling, name, params, prune=False)
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)
             else:

@@ -306,6 +306,11 @@ def test_an_interrupted_extraction_keeps_its_verified_entries_and_nothing_else(p
     assert {p: p.read_bytes() for p in _entries()} == written
     assert sorted(p.name for p in folder.iterdir()) == ["CONTENTS.sha256", "entries", "extraction.json"]
     assert not list((folder / "entries").rglob(".tmp-*")) and not (folder / "entries" / "zz").exists()
+    # the Python API's workspace shares one features folder between tasks: another read's entries stay there
+    (folder / "entries" / "zz").mkdir()
+    (folder / "entries" / "zz" / f"{'z' * 40}.npyz").write_bytes(b"another task's entry")
+    stages.extract("g", "cifar_resnet20.random", "tiny", params, prune=False)
+    assert (folder / "entries" / "zz" / f"{'z' * 40}.npyz").is_file() and _computed() == 0
 
 
 def assert_samples_match(record, grid, task, backbone, ids, unit, columns):

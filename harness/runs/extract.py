@@ -194,13 +194,16 @@ def _remove_strays(out_dir: Path) -> None:
 def extract_dataset(
     backbone, manifest: Manifest, requests: list[FeatureRequest], out_dir: Path, batch_size: int,
     early: EarlyDecode | None = None, device: torch.device | str = "cpu", workers: int | None = None,
+    prune: bool = False,
 ) -> dict[str, Any]:
     """Fill the cache under `out_dir/entries` and return the extraction description. `batch_size` is the most
     images per forward pass: on the CPU each backbone runs its own measured fastest size up to it
     (`Backbone.batch_size`), and the features are the same bits at any size from two up (a lone image is
     paired, see `_forward`); on a GPU it starts at the family's `cuda_batch_size` (capped by `batch_size`) and
     halves on an out-of-memory error. The description says the device, the batch size used and the
-    determinism settings; `timing` (not part of what the stage writes) where the time went."""
+    determinism settings; `timing` (not part of what the stage writes) where the time went. `prune`: leave the
+    folder holding exactly this extraction's entries (the pipeline's persisted out); off, other reads' entries
+    stay for the next call (the Python API's workspace, where several tasks share one features folder)."""
     from harness.core.devices import describe_device, is_out_of_memory, set_deterministic
 
     device = torch.device(device)
@@ -280,8 +283,9 @@ def extract_dataset(
     timing["total_s"] = time.monotonic() - started
     # exactly this extraction's entries stay: those of reads no longer asked for, of images no longer in the
     # dataset, and an interrupted run's temporaries go (DVC no longer clears the persisted folder)
-    cache.prune({k for item in manifest.items for k in entry_keys(described, resolved, item)})
-    _remove_strays(out_dir)
+    if prune:
+        cache.prune({k for item in manifest.items for k in entry_keys(described, resolved, item)})
+        _remove_strays(out_dir)
     timing["batch_size_used"] = used
     grid_hw = None
     if manifest.items and any(r["mode"] == "dense" for r in resolved):

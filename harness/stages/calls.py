@@ -29,9 +29,9 @@ def prepare(dataset: str, params: Params) -> Manifest:
                              topology.dataset_tasks(params, dataset))
 
 
-def extract(grid: str, backbone: str, dataset: str, params: Params) -> dict:
+def extract(grid: str, backbone: str, dataset: str, params: Params, prune: bool = True) -> dict:
     reads = [r.spell() for r in topology.backbone_reads(params, grid, dataset, backbone)]
-    return extract_stage.run(grid, backbone, dataset, params, topology.backbone_code(backbone), reads)
+    return extract_stage.run(grid, backbone, dataset, params, topology.backbone_code(backbone), reads, prune)
 
 
 def probe(grid: str, task: str, backbone: str, params: Params) -> list[Record]:

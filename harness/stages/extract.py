@@ -54,7 +54,7 @@ def _early_decode(name: str, dataset: str, requests: list):
 
 
 def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str | None = None,
-        reads: list[str] = ()) -> dict:
+        reads: list[str] = (), prune: bool = True) -> dict:
     from harness.datasets.manifest import Manifest
     from harness.runs.extract import extract_dataset
     from harness.runs.feature_cache import write_extraction
@@ -81,7 +81,8 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         phase = "extract"
         manifest = Manifest.load(paths.manifest_path(dataset))
         cap = params.settings.batch_size if device.type == "cpu" else params.settings.cuda_batch_size
-        description = extract_dataset(backbone, manifest, requests, out_dir, cap, early, device=device)
+        # the stage's folder is a persisted DVC out: it keeps exactly what this extraction verified or wrote
+        description = extract_dataset(backbone, manifest, requests, out_dir, cap, early, device=device, prune=prune)
         timing = description.pop("timing")  # this run's, not the features': it stays out of the DVC output
         log.info("%s × %s: %d images computed in %.1f s (waiting for decode %.1f s, forward %.1f s, cache %.1f s)",
                  name, dataset, timing["images"], timing["total_s"], timing["decode_wait_s"], timing["forward_s"],
