@@ -22,6 +22,7 @@ from harness.core.atomic import write_all_atomic, write_text_atomic
 from harness.core.config import ConfigError, Params, load_params, probe_block
 from harness.core.paths import failure_path
 from harness.core.registry import load_code
+from harness.runs.environment import require_committed_code
 from harness.runs.fewshot import stage_shots
 from harness.runs.intervals import metric_interval
 from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
@@ -167,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", required=True, help="the grid whose extract stage made the features")
 
     def body(a: argparse.Namespace) -> None:
+        # before any work: a record written into results/ names the commit that produced it (`verify` and the
+        # API call `run` into their own folders, so only the stage DVC runs is held to it)
+        require_committed_code()
         run(ProbeJob(a.grid, a.task, a.backbone, a.dataset, a.features), load_params(), a.code)
 
     return common.stage_main("probe", parser, body, argv)
