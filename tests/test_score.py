@@ -57,7 +57,7 @@ def test_an_unknown_board_is_one_line_listing_the_boards(image_project, capsys):
     capsys.readouterr()
     assert main(["score", "backbone=cifar_resnet20@random", "board=B-0000"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "is no board of the committed corpus" in err and code in err
+    assert len(err.strip().splitlines()) == 1 and "is no board of the committed corpus" in err and "board=?" in err
     assert not (project / "user").exists()  # refused before any work
     assert main(["score", "board=" + code]) == 2  # backbone= missing
 
@@ -152,3 +152,14 @@ def test_an_unlisted_plugin_backbone_names_the_plugins_step(image_project, capsy
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "unknown backbone 'tiny_net@random'" in err
     assert "params.yaml's `plugins:`" in err
+
+
+def test_board_question_mark_lists_the_boards_as_a_table(image_project, capsys):
+    project, _ = image_project
+    code = _committed_board(project)
+    capsys.readouterr()
+    assert main(["score", "board=?"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["Board", "Runs", "What", "it", "ranks"]
+    (row,) = lines[1:]
+    assert row.startswith(code) and "classification on tiny (val), linear-probe-adamw/v3" in row

@@ -116,6 +116,11 @@ def score_command(args: list[str]) -> int:
     from harness.user.score import find_board, score
 
     overrides = parse_overrides(args, ["backbone", "board", "build_site", "device", "layers"], ("build_site",))
+    if overrides.get("board") == "?":  # the list the error messages point to: a table, not an error
+        from harness.user.score import boards_table, committed_boards
+
+        print(boards_table(committed_boards()))
+        return 0
     missing = [key for key in ("backbone", "board") if key not in overrides]
     if missing:
         raise ConfigError(f"score needs {' and '.join(k + '=' for k in missing)} (backbone=NAME board=B-xxxx; "

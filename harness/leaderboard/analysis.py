@@ -1,10 +1,13 @@
 """The statistics behind the site, computed once per render from the boards and the per-sample files.
 
 - per run and per-sample column: a bootstrap interval (`Analysis.intervals`);
-- per board: paired tests between its ranked rows, Holm-adjusted, and the tie groups they imply;
-  whether its metrics order the backbones differently;
+- per board: its floor (`floors`: rows that do not beat chance or an image-blind baseline are not ranked); paired
+  tests between its ranked rows, Holm-adjusted, and the verdicts and tie groups they imply (a difference is
+  "better" only when the test clears it and it exceeds the rows' cross-CPU tolerance); the smallest difference the
+  board resolves; which device kinds computed it; whether its metrics order the backbones differently;
 - across boards: the cross-task table (normalised rank of each backbone and layer set on each board) with
-  its aggregate, and rank agreement between boards.
+  its aggregate, each row's overall standing with a bootstrap interval over boards (`standing`), and rank
+  agreement between boards.
 
 Every seed is derived from what is measured (see `statistics.derived_seed`): an interval's and a paired test's from
 the board and the per-sample files' contents, never a run's name, so the numbers do not depend on which page asks
@@ -14,8 +17,11 @@ first, on the order of the records, or on what a run is called.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
+import re
+import statistics as stats_lib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ import duckdb
 import numpy as np
 
 from harness.leaderboard import db, db_crosstask, db_samples
+from harness.leaderboard.floors import Floor, board_floor
 from harness.leaderboard.statistics import (
     ALPHA,
     MIN_CORRELATION_N,
@@ -56,6 +63,14 @@ _LABEL_FIELDS = (
 # A board's title always names these (split and protocol), then whatever else tells it apart.
 _TITLE_EXTRAS = ("pooling_requested", "feature_mode", "precision")
 CODE_DIGITS = 4  # hex digits of the comparability key in a board code, more only where two would clash
+
+# A pair's verdict (`BoardStats.verdicts`): one row better, tied by the paired test (under the board's resolvable
+# difference), or the test resolves it but the difference is within the larger of the two rows' cross-CPU
+# tolerances on the headline (records' `tolerances`): the same run on another CPU could move it that far.
+BETTER, TIED, TIED_TOLERANCE = "better", "tied", "tied within the cross-CPU tolerance"
+# `Environment.device` is "cpu:MODEL:FLAGS:Nthreads" (or "cuda:MODEL:…"): what computed a run, but for the thread
+# count, which changes no kernel's arithmetic, so boards compare the rest
+_THREADS = re.compile(r":\d+threads$")
 
 
 @dataclass(frozen=True)
@@ -96,10 +111,24 @@ class BoardStats:
     disagreements: list[tuple[str, float, int]] = field(default_factory=list)  # (metric, tau, n)
     sample_count: int | None = None  # samples per run, from the first tested row
     unit: str | None = None  # what one sample is
+    floor: Floor | None = None  # what a row must beat to be ranked (`floors`)
+    gated: list[str] = field(default_factory=list)  # row labels of pretrained rows that do not beat it
+    tolerances: dict[str, float] = field(default_factory=dict)  # run id -> its record's headline tolerance
+    verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (upper, lower) -> BETTER, TIED, ...
+    resolvable: float | None = None  # median half-width of the paired differences' 95% intervals
+    devices: list[str] = field(default_factory=list)  # device kinds (`device_kind`) of the board's runs
+    trains_head: bool = False  # its protocol trains a head from a seeded start: a seed spread it does not measure
 
     @property
     def adjacent(self) -> list[tuple[str, str]]:
         return list(itertools.pairwise(self.tested))
+
+    ranked: int = 0  # ranked pretrained rows (gated ones are not)
+
+    @property
+    def ranked_none(self) -> bool:
+        """Whether the board has pretrained rows and a floor none of them beats."""
+        return bool(self.gated) and self.ranked == 0
 
     @property
     def p_floor(self) -> float:
@@ -118,6 +147,17 @@ class CrossTaskRow:
     baseline: bool = False  # a fixed-filter control (sobel): a reference to beat, not a random init
 
 
+@dataclass(frozen=True)
+class Standing:
+    """A pretrained row's overall standing: its mean normalised rank with a bootstrap interval over boards."""
+
+    row: CrossTaskRow
+    covered: int  # boards it has a cell on
+    interval: Interval | None  # 95% percentile interval of the mean over board resamples
+    first: float  # share of resamples in which its mean is the best (or tied best) of its tier
+    tier: tuple[str, ...]  # the boards it lacks: rows with the same tier are compared over the same boards
+
+
 @dataclass
 class Analysis:
     boards: list[dict[str, Any]]
@@ -128,14 +168,14 @@ class Analysis:
     rows: list[CrossTaskRow]
     agreement: dict[tuple[str, str], Correlation]  # (key, key) for columns i <= j in column order
     samples: dict[str, RunSamples]  # per run id with per-sample scores
+    standings: list[Standing] = field(default_factory=list)  # pretrained rows with a mean, in `rows`' order
 
     def board(self, key: str) -> dict[str, Any]:
         return next(b for b in self.boards if b["comparability_key"] == key)
 
     def sample_ids(self, board: dict[str, Any]) -> list[str] | None:
         """The per-sample ids a board's runs share (paired tests hold them equal), or None without samples."""
-        return next((self.samples[row["run_id"]].ids for row in board["rows"]
-                     if row["run_id"] in self.samples and self.samples[row["run_id"]].ids), None)
+        return _sample_ids(board, self.samples)
 
     @property
     def agreement_columns(self) -> list[dict[str, Any]]:
@@ -171,9 +211,21 @@ def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Pa
             for run_id, unit in units.items()}
 
 
+def _sample_ids(board: dict[str, Any], samples: dict[str, RunSamples]) -> list[str] | None:
+    return next((samples[row["run_id"]].ids for row in board["rows"]
+                 if row["run_id"] in samples and samples[row["run_id"]].ids), None)
+
+
 def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -> Analysis:
-    boards = db.boards(con)
     samples = load_samples(con, records, root)
+    # Floors need the boards (their labels, fields, runs' recorded baselines) and rank them in turn: the boards are
+    # read once to find the floors, which `board_rows` then ranks by, and again ranked.
+    warnings = {r.run_id: r.warnings for r in records}
+    floors = {board["comparability_key"]: floor for board in db.boards(con)
+              if (floor := board_floor(board, _sample_ids(board, samples), warnings)) is not None}
+    db.set_floors(con, {key: (floor.value, floor.source) for key, floor in floors.items()})
+    boards = db.boards(con)
+    by_run = {r.run_id: r for r in records}
     keys = [(run_id, name) for run_id, run in samples.items() for name in sorted(run.columns)]
     jobs = [(samples[run_id].columns[name], interval_seed(samples[run_id].sha256, name)) for run_id, name in keys]
     intervals = dict(zip(keys, bootstrap_cis(jobs, workers=_cores()), strict=True))
@@ -183,7 +235,7 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     names = board_names(boards)
     codes = board_codes([b["comparability_key"] for b in boards])
     stats = {
-        key: _board_stats(board, codes[key], *names[key], samples)
+        key: _board_stats(board, codes[key], *names[key], samples, floors.get(key), by_run)
         for board in boards
         for key in [board["comparability_key"]]
     }
@@ -191,7 +243,9 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     task_columns = set(db_crosstask.column_keys(con))
     columns = [b for b in boards if b["comparability_key"] in task_columns]
     cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
-    return Analysis(boards, stats, intervals, columns, cells, _rows(con), _agreement(columns, cells), samples)
+    rows = _rows(con)
+    return Analysis(boards, stats, intervals, columns, cells, rows, _agreement(columns, cells), samples,
+                    standing(rows, [b["comparability_key"] for b in columns], cells))
 
 
 def board_codes(keys: list[str]) -> dict[str, str]:
@@ -212,37 +266,113 @@ def board_codes(keys: list[str]) -> dict[str, str]:
 
 def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     """(label, title) per board. The label is "task (dataset)", plus whichever fields differ among boards
-    sharing both, then the key if still needed; the title says what the board is: "task on dataset (split),
-    protocol", plus pooling, features or precision where they tell it apart from the task's other boards."""
+    sharing both, then the protocol or dataset parameters that differ where those fields are alike
+    ("thresholds_px=[8, 16, 32]"), then the key if still needed; the title says what the board is: "task on dataset
+    (split), protocol", plus pooling, features or precision where they tell it apart from the task's other boards,
+    and the parameters where titles would still read alike."""
     by_name: dict[tuple[str, str], list[dict[str, Any]]] = {}
     by_task: dict[str, list[dict[str, Any]]] = {}
+    by_key = {b["comparability_key"]: b for b in boards}
     for board in boards:
         by_name.setdefault((board["task"], str(board["dataset_name"])), []).append(board)
         by_task.setdefault(board["task"], []).append(board)
-    names = {}
-    for (task, dataset), group in by_name.items():
+    labels: dict[str, str] = {}
+    for (_task, dataset), group in by_name.items():
         varying = [(name, form) for name, form in _LABEL_FIELDS if len({str(b[name]) for b in group}) > 1]
-        texts = {b["comparability_key"]: ", ".join([dataset, *(form.format(b[n]) for n, form in varying)])
-                 for b in group}
-        clash = len(set(texts.values())) < len(texts)
+        labels |= _told_apart({b["comparability_key"]: ", ".join([dataset, *(form.format(b[n]) for n, form in varying)])
+                               for b in group}, by_key)
+    titles: dict[str, str] = {}
+    for task, group in by_task.items():
+        texts = {}
         for board in group:
-            key = board["comparability_key"]
-            label = f"{task} ({texts[key]}, {key})" if clash else f"{task} ({texts[key]})"
             extras = [form.format(board[name]) for name, form in _LABEL_FIELDS
-                      if name in _TITLE_EXTRAS and len({str(b[name]) for b in by_task[task]}) > 1]
-            title = ", ".join([f"{task} on {dataset} ({board['split']})", board["protocol"], *extras])
-            names[key] = (label, f"{title}, {key}" if clash else title)
-    return names
+                      if name in _TITLE_EXTRAS and len({str(b[name]) for b in group}) > 1]
+            texts[board["comparability_key"]] = ", ".join(
+                [f"{task} on {board['dataset_name']} ({board['split']})", board["protocol"], *extras])
+        titles |= _told_apart(texts, by_key)
+    return {key: (f"{by_key[key]['task']} ({labels[key]})", titles[key]) for key in by_key}
+
+
+def _told_apart(texts: dict[str, str], boards: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """`texts` by comparability key, where two read alike each followed by the parameters that differ between
+    them, and the key only where even those are equal."""
+    alike: dict[str, list[str]] = {}
+    for key, text in texts.items():
+        alike.setdefault(text, []).append(key)
+    told = dict(texts)
+    for keys in alike.values():
+        if len(keys) > 1:
+            differing = _differing_parameters([boards[key] for key in keys])
+            told |= {key: ", ".join([texts[key], *differing[key]]) for key in keys}
+    clashing = {text for text in told.values() if list(told.values()).count(text) > 1}
+    return {key: f"{text}, {key}" if text in clashing else text for key, text in told.items()}
+
+
+def _differing_parameters(boards: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per board, "name=value" for each protocol parameter (then dataset parameter, "dataset name=value") whose
+    value is not the same on all of `boards`, sorted by name; a parameter one board lacks is named on those with it."""
+    parameters = {}
+    for board in boards:
+        protocol = json.loads(board["protocol_params"] or "{}")
+        dataset = json.loads(board.get("dataset_params") or "{}")
+        parameters[board["comparability_key"]] = {
+            **{name: value for name, value in protocol.items()},
+            **{f"dataset {name}": value for name, value in dataset.items()},
+        }
+    names = sorted({name for values in parameters.values() for name in values})
+    differing = [name for name in names
+                 if len({json.dumps(values.get(name), sort_keys=True) for values in parameters.values()}) > 1]
+    return {key: [f"{name}={_shown(values[name])}" for name in differing if name in values]
+            for key, values in parameters.items()}
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
 
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _board_stats(board: dict[str, Any], code: str, label: str, title: str, samples: dict[str, RunSamples]
-                 ) -> BoardStats:
-    stats = BoardStats(code, label, title)
+def device_kind(device: str) -> str:
+    """What computed a run, from its record's `environment.device`, without the thread count."""
+    return _THREADS.sub("", device)
+
+
+def trains_head(protocol_params: str) -> bool:
+    """Whether a protocol trains its head by gradient descent from a seeded start (its parameters name `epochs`):
+    another probe seed gives another head, a spread no record measures yet."""
+    return "epochs" in json.loads(protocol_params)
+
+
+def verdict(test: PairedTest, adjusted: float, tolerance: float) -> str:
+    """BETTER only when the Holm-adjusted test resolves the pair and |difference| exceeds `tolerance` (the larger of
+    the two rows' cross-CPU tolerances on the headline); else TIED or TIED_TOLERANCE."""
+    if adjusted >= ALPHA:
+        return TIED
+    if abs(test.difference) <= tolerance:
+        return TIED_TOLERANCE
+    return BETTER
+
+
+def resolvable_difference(tests: list[PairedTest]) -> float | None:
+    """The median, over a board's tested pairs, of the half-width of the paired difference's 95% interval: about
+    the smallest difference the board's samples resolve."""
+    return stats_lib.median((t.high - t.low) / 2.0 for t in tests) if tests else None
+
+
+def _board_stats(board: dict[str, Any], code: str, label: str, title: str, samples: dict[str, RunSamples],
+                 floor: Floor | None = None, records: dict[str, Record] | None = None) -> BoardStats:
+    stats = BoardStats(code, label, title, floor=floor)
     headline = board["headline_metric"]
+    records = records or {}
+    stats.gated = [row["row_label"] for row in board["rows"] if row.get("gated")]
+    stats.ranked = sum(1 for row in board["rows"] if row["rank"] is not None)
+    stats.tolerances = {row["run_id"]: records[row["run_id"]].tolerances.get(headline, 0.0)
+                        for row in board["rows"] if row["run_id"] in records}
+    stats.devices = sorted({device_kind(records[row["run_id"]].environment.device)
+                            for row in board["rows"] if row["run_id"] in records})
+    stats.trains_head = trains_head(board["protocol_params"])
     for row in board["rows"]:
         run = samples.get(row["run_id"])
         if run is None or not run.resamplable(headline) or not run.ids:
@@ -266,8 +396,12 @@ def _board_stats(board: dict[str, Any], code: str, label: str, title: str, sampl
             raise PairingError(f"board {board['comparability_key']} ({label}): {upper} vs {lower}: {error}") from None
     for pair, adjusted in zip(stats.pairs, holm([t.p_value for t in stats.pairs.values()]), strict=True):
         stats.adjusted[pair] = adjusted
+        tolerance = max(stats.tolerances.get(pair[0], 0.0), stats.tolerances.get(pair[1], 0.0))
+        stats.verdicts[pair] = verdict(stats.pairs[pair], adjusted, tolerance)
+    stats.resolvable = resolvable_difference(list(stats.pairs.values()))
     if stats.tested:
-        groups = tie_groups([stats.adjusted[pair] for pair in stats.adjacent], ALPHA)
+        # a row starts a new group only where the pair above it is BETTER: tie_groups reads p ≥ ALPHA as tied
+        groups = tie_groups([ALPHA if stats.verdicts[pair] != BETTER else 0.0 for pair in stats.adjacent], ALPHA)
         stats.groups = {run_id: group_label(g) for run_id, g in zip(stats.tested, groups, strict=True)}
     stats.disagreements = metric_disagreements(board)
     return stats
@@ -313,6 +447,48 @@ def _rows(con: duckdb.DuckDBPyConnection) -> list[CrossTaskRow]:
     # rows missing the same boards are adjacent: their means are over the same boards
     return sorted(rows, key=lambda r: (r.control, len(r.missing), sorted(r.missing), r.aggregate is None,
                                        r.aggregate or 0.0, r.label))
+
+
+def standing(rows: list[CrossTaskRow], keys: list[str], cells: dict[tuple[str, str, str], dict[str, Any]],
+             resamples: int = RESAMPLES) -> list[Standing]:
+    """Each pretrained row's mean normalised rank with a 95% percentile interval from resampling the table's boards
+    with replacement (`resamples` draws of as many boards as there are, seeded from the board keys alone); a
+    resample that draws none of a row's boards leaves it out of that row's interval.
+
+    Rows are compared only within a *tier*, the rows lacking the same boards (so their means are over the same
+    boards): `first` is the share of resamples in which a row's mean is the best of its tier, ties included, on
+    the same draws for every row. Rows keep `rows`' order (fullest coverage first)."""
+    pretrained = [r for r in rows if not r.control and r.aggregate is not None]
+    if not keys or not pretrained:
+        return []
+    keys = sorted(keys)  # the draws index boards in key order: the same boards give the same draws in any order
+    rng = np.random.default_rng(derived_seed("standing", *keys))
+    draws = rng.integers(0, len(keys), size=(resamples, len(keys)))
+    weights = np.stack([np.bincount(d, minlength=len(keys)) for d in draws]).astype(np.float64)  # (B, boards)
+    means = []  # per row of `pretrained`: its mean on each resample (NaN where none of its boards was drawn)
+    for row in pretrained:
+        ranks = np.array([cells[(row.backbone_name, row.layers, key)]["normalised_rank"]
+                          if (row.backbone_name, row.layers, key) in cells else np.nan for key in keys])
+        present = ~np.isnan(ranks)
+        drawn = weights[:, present].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means.append(np.where(drawn > 0, weights[:, present] @ ranks[present] / drawn, np.nan))
+    tiers: dict[tuple[str, ...], list[int]] = {}
+    for index, row in enumerate(pretrained):
+        tiers.setdefault(tuple(sorted(row.missing)), []).append(index)
+    # fmin: NaN only where every row of the tier is (the same draws miss the same boards), without a warning
+    best = {tier: np.fmin.reduce(np.stack([means[i] for i in members]), axis=0) for tier, members in tiers.items()}
+    out = []
+    for index, row in enumerate(pretrained):
+        tier = tuple(sorted(row.missing))
+        mean = means[index]
+        defined = np.isfinite(mean)
+        low, high = (float(v) for v in np.percentile(mean[defined], [2.5, 97.5])) if defined.any() else (None, None)
+        interval = None if low is None else Interval(float(row.aggregate), low, high)
+        # exact equality counts as tied best: means over the same draws of the same boards can coincide
+        first = float(np.mean(mean[defined] <= best[tier][defined])) if defined.any() else 0.0
+        out.append(Standing(row, len(keys) - len(row.missing), interval, first, tier))
+    return out
 
 
 def oriented_columns(columns: list[dict[str, Any]], cells: dict[tuple[str, str, str], dict[str, Any]]

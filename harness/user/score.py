@@ -19,6 +19,8 @@ from pathlib import Path
 from harness.api import DEFAULT_WORKSPACE
 from harness.core import paths
 from harness.core.config import ConfigError
+from harness.core.hashing import canonical_json
+from harness.leaderboard.analysis import board_codes, board_names
 from harness.leaderboard.comparability import comparability_fields, comparability_key
 from harness.leaderboard.markdown import page_stem
 from harness.runs.records import Record, read_records
@@ -33,42 +35,66 @@ RUN_PREFIX = "yours_"
 class Board:
     key: str  # comparability key
     records: list[Record]  # its committed full-split records
-
-    @property
-    def code(self) -> str:
-        return f"B-{self.key[:4]}"
+    code: str = ""  # "B-1550": the site's code (`board_codes`: more digits only where two would clash)
+    title: str = ""  # the site's title (`board_names`): what the board is, told apart from its neighbours
 
     @property
     def first(self) -> Record:
         return self.records[0]
 
     def describe(self) -> str:
-        record = self.first
-        return f"{self.code} {record.task} on {record.dataset.name} ({record.dataset.split}), {record.protocol}"
+        return f"{self.code} {self.title}"
+
+
+def _board_fields(key: str, record: Record) -> dict[str, object]:
+    """What `board_names` reads of a board, from one of its records (the columns `harness.leaderboard.db` keeps)."""
+    return {"comparability_key": key, "task": record.task, "dataset_name": record.dataset.name,
+            "split": record.dataset.split, "protocol": record.protocol,
+            "protocol_params": canonical_json(record.protocol_params),
+            "dataset_params": canonical_json(record.dataset.params), "pooling_requested": record.pooling_requested,
+            "feature_mode": record.feature_mode, "precision": record.precision}
 
 
 def committed_boards(corpus: list[Record] | None = None) -> dict[str, Board]:
-    """Every board of the committed corpus by comparability key (full-split ok runs; few-shot runs are on none)."""
+    """Every board of the committed corpus by comparability key (full-split ok runs; few-shot runs are on none),
+    with the code and title the site gives it."""
     if corpus is None:  # a project that has never collected a run has no boards
         corpus = read_records(paths.CORPUS) if paths.CORPUS.is_file() else []
     grouped: dict[str, list[Record]] = {}
     for record in corpus:
         if record.status == "ok" and record.k_shot is None and record.dataset is not None:
             grouped.setdefault(comparability_key(record), []).append(record)
-    return {key: Board(key, records) for key, records in sorted(grouped.items())}
+    codes = board_codes(sorted(grouped))
+    names = board_names([_board_fields(key, records[0]) for key, records in sorted(grouped.items())])
+    return {key: Board(key, records, codes[key], names[key][1]) for key, records in sorted(grouped.items())}
+
+
+def boards_table(boards: dict[str, Board]) -> str:
+    """`board=?`: one line per board (code, runs, title), aligned, by task then title."""
+    if not boards:
+        return "no boards: the committed corpus (leaderboard/corpus.jsonl) has no full-split run yet"
+    rows = [("Board", "Runs", "What it ranks")] + [
+        (board.code, str(len(board.records)), board.title)
+        for board in sorted(boards.values(), key=lambda b: (b.first.task, b.title))]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return "\n".join(f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2]}" for row in rows)
 
 
 def find_board(spec: str, corpus: list[Record] | None = None) -> Board:
-    """A board by its code (`B-1550`) or a prefix of its comparability key; a one-line error listing the boards
-    otherwise."""
+    """A board by its code (`B-1550`) or a prefix of its comparability key; a one-line error otherwise, naming the
+    closest codes and `board=?` (which lists them all)."""
     boards = committed_boards(corpus)
     prefix = spec.removeprefix("B-").removeprefix("b-").lower()
     found = [board for key, board in boards.items() if prefix and key.startswith(prefix)]
     if len(found) == 1:
         return found[0]
-    listed = "; ".join(board.describe() for board in boards.values()) or "none (the corpus is empty)"
-    what = "matches several boards" if found else "is no board of the committed corpus"
-    raise ConfigError(f"board={spec} {what}; boards: {listed}")
+    if not boards:
+        raise ConfigError(f"board={spec}: the committed corpus has no board yet (leaderboard/corpus.jsonl)")
+    if found:
+        listed = "; ".join(board.describe() for board in found)
+        raise ConfigError(f"board={spec} matches several boards: {listed}; give more digits of the code")
+    raise ConfigError(f"board={spec} is no board of the committed corpus; `board=?` lists the {len(boards)} boards "
+                      "with their codes and titles")
 
 
 @dataclass(frozen=True)
