@@ -189,6 +189,21 @@ def test_publish_bundles_the_head_its_record_and_a_model_card(image_project, tmp
     record_json.write_text(record_json.read_text().replace("g-classification@other", run_id))
     assert main(["publish", f"run={run_id}", f"to={bundle}"]) == 0
     assert all(path.stat().st_mode & 0o044 == 0o044 for path in bundle.iterdir())
+    # a README.md publish did not write (a repository's, a card by hand) is refused in one line, never overwritten
+    capsys.readouterr()
+    own = tmp_path / "repo"
+    own.mkdir()
+    (own / "README.md").write_text("# my project\n")
+    assert main(["publish", f"run={run_id}", f"to={own}"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "README.md was not written by publish" in error
+    assert (own / "README.md").read_text() == "# my project\n" and sorted(own.iterdir()) == [own / "README.md"]
+    # a folder holding a head of its own, without a bundle's record: refused too
+    (own / "README.md").unlink()
+    (own / "head.safetensors").write_bytes(b"mine")
+    assert main(["publish", f"run={run_id}", f"to={own}"]) == 2
+    assert "holds head.safetensors but no bundle's record.json" in capsys.readouterr().err
+    assert (own / "head.safetensors").read_bytes() == b"mine"
 
 
 def test_publish_to_a_dvc_remote(image_project, tmp_path):

@@ -189,3 +189,25 @@ def test_data_runs_take_the_projects_plugin_backbones(image_project, tmp_path):
     assert main(["task=retrieval", "backbone=tiny_plugin_net@random", f"data={folder}", "build_site=false"]) == 0
     [record] = read_records(Path("user/corpus.jsonl"))
     assert record.run_id == "pets-retrieval@tiny_plugin_net.random" and record.backbone.control
+
+
+def test_two_folders_of_one_name_are_two_datasets_and_neither_overwrites_the_other(image_project, tmp_path):
+    """`data=a/pets` then `data=b/pets`: the second takes its name plus a hash of its path, so the first's record,
+    head file and spec stay as they were; a re-run of the first keeps its plain name."""
+    first = write_image_folder(tmp_path / "a" / "pets", per_split=3, splits=(None,), classes=2)
+    second = write_image_folder(tmp_path / "b" / "pets", per_split=4, splits=(None,), classes=3)
+    args = ["task=classification", "backbone=cifar_resnet20@random", "build_site=false"]
+    assert main([*args, f"data={first}"]) == 0
+    kept = {path: path.read_bytes() for path in Path("user/results/pets").rglob("*") if path.is_file()}
+    spec = Path("user/data/pets/spec.json").read_text()
+    assert kept and str(first) in spec
+    assert main([*args, f"data={second}"]) == 0
+    assert {path: path.read_bytes() for path in Path("user/results/pets").rglob("*") if path.is_file()} == kept
+    assert Path("user/data/pets/spec.json").read_text() == spec
+    [other] = [path for path in Path("user/results").iterdir() if path.name != "pets"]
+    assert other.name.startswith("pets_") and len(other.name) == len("pets_") + 6
+    records = {r.dataset.name: r for r in read_records(Path("user/corpus.jsonl"))}
+    assert set(records) == {"pets", other.name}
+    assert records["pets"].dataset.size != records[other.name].dataset.size  # 2 classes against 3
+    assert main([*args, f"data={first}"]) == 0
+    assert sorted(path.name for path in Path("user/results").iterdir()) == sorted(["pets", other.name])

@@ -54,7 +54,8 @@ def run_user_data(tasks: list[str], backbones: list[str], data: str, *, limit: i
     for task in tasks:
         for backbone in backbones:
             try:
-                result = run(backbone, task, data, limit=limit, stems=stems, workspace=USER, device=device)
+                dataset = own_folder(data, task, limit, stems)
+                result = run(backbone, task, dataset, limit=limit, stems=stems, workspace=USER, device=device)
             except RunFailed as error:
                 log.error("%s × %s on %s failed: %s", task, backbone, data, error)
                 failed.append(f"{task} × {backbone}")
@@ -74,6 +75,34 @@ def run_user_data(tasks: list[str], backbones: list[str], data: str, *, limit: i
     log.info("records in %s (never the leaderboard corpus; `visbench-harness promote run=RUN_ID` to add one)",
              USER_CORPUS)
     return 0
+
+
+def own_folder(data: str, task: str, limit: int | None, stems: str | None) -> str | dict[str, Any]:
+    """What `harness.run` is given for `data`: the argument itself, unless it is a folder whose name another
+    folder's runs already took (user/data/<name>/spec.json names another root), then the folder's spec named by
+    its name and a short hash of its resolved path. Two folders called `photos` in two places were one dataset
+    name, and the second's runs overwrote the first's records, head files and spec."""
+    import hashlib
+
+    from harness.runs.own_data import dataset_spec
+
+    folder = Path(data)
+    if not folder.is_dir():
+        return data
+    project = load_params() if PARAMS_FILE.is_file() else None
+    name, _ = dataset_spec(data, task, project, limit=limit, stems=stems)
+    with paths.workspace(USER):
+        saved = paths.dataset_dir(name) / SPEC_FILE
+    try:
+        root = json.loads(saved.read_text()).get("root")
+    except (OSError, ValueError, AttributeError):  # no run of that name yet (or no spec to compare): the name is free
+        return data
+    if not isinstance(root, str) or Path(root).resolve() == folder.resolve():
+        return data
+    base, spec = dataset_spec(data, task, project, stems=stems)  # the limit is applied to the named spec by run()
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:6]
+    log.info("note: user dataset %s already names %s; %s is dataset %s_%s", name, root, folder, base, digest)
+    return {"name": f"{base}_{digest}", **spec}
 
 
 def answer_table(records: list[Record]) -> str:
