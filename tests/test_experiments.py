@@ -1,4 +1,5 @@
-"""Probe-parameter overrides as DVC experiments: bookkeeping that needs no DVC run."""
+"""Probe-parameter overrides as DVC experiments: bookkeeping that needs no DVC run; which runs an override reaches,
+and names that keep one experiment from replacing another."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ def test_a_failed_rerun_keeps_the_earlier_experiment_and_paths_outside_resolve_f
     (tmp_path / "shared" / "data" / "cifar").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "project")
     settings = ["probes.classification.lr=0.01"]
-    ref = experiment_ref(experiment_name(settings))
+    runs = [Run("cifar10", "classification", "cifar_resnet20", "cifar10", "cifar10")]
+    ref = experiment_ref(experiment_name(settings, [runs[0].stage]))
     subprocess.run(["git", "update-ref", ref, head], check=True)  # the earlier, successful run of this override
     asked = []
     monkeypatch.setattr(dvc_runner, "run_dvc", lambda args: asked.append(args) or 1)  # this run fails
-    runs = [Run("cifar10", "classification", "cifar_resnet20", "cifar10", "cifar10")]
     assert run_experiment(runs, settings) == 1
     assert asked and asked[0][:3] == ["exp", "run", "--temp"]
     kept = subprocess.run(["git", "rev-parse", "--verify", ref], capture_output=True, text=True)
@@ -39,3 +40,36 @@ def test_a_failed_rerun_keeps_the_earlier_experiment_and_paths_outside_resolve_f
     link = EXPERIMENT_COPIES / "shared"
     assert link.is_symlink() and (EXPERIMENT_COPIES / "anycopy" / "../shared/data/cifar").resolve() == (
         tmp_path / "shared" / "data" / "cifar").resolve()
+
+
+def test_an_override_reaches_only_the_runs_that_read_it(repo_root):
+    """`probes.classification.seed=3` without grid=: the seed1/seed2 grids set their own seed, so the override
+    would change nothing there; they are left out rather than listed as tied."""
+    import pytest
+
+    from harness.core.config import ConfigError, load_params
+    from harness.executors.experiments import scoped_runs
+    from harness.pipeline.plan import select_runs
+
+    params = load_params()
+    runs, _ = select_runs(params, task="classification")
+    own_seed = {grid for grid, spec in params.grids.items() if "seed" in spec.probes.get("classification", {})}
+    reached, others = scoped_runs(params, runs, {"classification.seed": 3})
+    assert own_seed and {run.grid for run in others} == own_seed & {run.grid for run in runs}
+    assert not {run.grid for run in reached} & own_seed and len(reached) + len(others) == len(runs)
+    reached, others = scoped_runs(params, runs, {"classification.lr": 0.01})
+    assert reached == runs and others == []  # no grid sets lr itself
+    seeded = [run for run in runs if run.grid in own_seed]
+    with pytest.raises(ConfigError, match="reaches no run"):
+        scoped_runs(params, seeded, {"classification.seed": 3})
+
+
+def test_experiments_are_named_by_their_override_and_scope():
+    settings = ["probes.classification.lr=0.01"]
+    one, other = ["g-classification@a"], ["g-classification@b"]
+    name = experiment_name(settings, one)
+    assert name.startswith("override-classification.lr-0.01-")
+    assert name == experiment_name(settings, one)  # the same experiment again: it replaces its earlier run
+    assert name != experiment_name(settings, other)  # another scope never replaces this one
+    assert name != experiment_name(["probes.classification.lr=0.02"], one)
+    assert experiment_name(["+probes.correspondence.mutual=true"], one).startswith("override-correspondence.mutual")

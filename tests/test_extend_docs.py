@@ -145,7 +145,7 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     # run would cost the test ~25 s).
     head = _git(clone, "rev-parse", "HEAD").strip()
     monkeypatch.chdir(clone)  # experiment_ref reads HEAD of the working directory's repository
-    stale = experiment_ref(experiment_name(["probes.retrieval.recall_at=[1, 2]"]))
+    stale = experiment_ref(experiment_name(["probes.retrieval.recall_at=[1, 2]"], ["mine-retrieval@tiny_net.random"]))
     assert stale and head in stale.replace("/", "")
     _git(clone, "update-ref", stale, head)
     run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)

@@ -110,6 +110,21 @@ def run_grid(overrides: dict) -> int:
         from harness.executors.experiments import validated_overrides
 
         settings = validated_overrides(params, runs, overrides["probes"])
+        from harness.executors.experiments import scoped_runs
+
+        # only the runs the override changes: the others would re-run nothing and read as tied
+        runs, others = scoped_runs(params, runs, overrides["probes"])
+        if others:
+            log.info("note: %d selected runs left out: their grids set the overridden key themselves (%s)",
+                     len(others), ", ".join(sorted({run.grid for run in others})))
+    if not overrides.get("dry_run", False) and "probes" not in overrides:
+        from harness.executors.report import damaged_runs
+
+        # a record deleted or cut short by hand: collect refuses a corpus without it, so any run restores it
+        for run, path in damaged_runs(params, runs):
+            log.info("note: %s is missing or not the size dvc.lock records: %s runs again to restore it", path,
+                     run.stage)
+            runs.append(run)
     log.info("plan: %d runs across grids %s", len(runs), ", ".join(sorted({r.grid for r in runs})))
     build_site = overrides.get("build_site", True)
     kept = ["results", "leaderboard", "docs", *(["site"] if build_site else [])]

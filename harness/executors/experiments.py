@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +51,29 @@ def validated_overrides(params: Params, runs: list[Run], overrides: dict[str, An
     return settings
 
 
-def experiment_name(settings: list[str]) -> str:
-    return "override-" + hashlib.sha256("\n".join(settings).encode()).hexdigest()[:10]
+def scoped_runs(params: Params, runs: list[Run], overrides: dict[str, Any]) -> tuple[list[Run], list[Run]]:
+    """(the runs an override reaches, the others): a run of an overridden task, in a grid that does not set the key
+    itself (`grids.G.probes.T.K` wins over `probes.T.K`, so there the override would change nothing and the
+    experiment would only re-list the committed number as tied). A one-line error when it reaches none."""
+    keys = [dotted.partition(".")[::2] for dotted in overrides]
+    reached, others = [], []
+    for run in runs:
+        own = params.grids[run.grid].probes.get(run.task, {})
+        (reached if any(run.task == task and key not in own for task, key in keys) else others).append(run)
+    if not reached:
+        grids = ", ".join(sorted({run.grid for run in runs}))
+        raise ConfigError(f"probes.{', probes.'.join(sorted(overrides))}: every selected grid ({grids}) sets it in "
+                          "its own grids.GRID.probes block, so the override reaches no run; override that key instead")
+    return reached, others
+
+
+def experiment_name(settings: list[str], stages: Sequence[str] = ()) -> str:
+    """`override-<what>-<hash>`: the overridden keys and values, readable in `dvc exp show`, and a hash of them and
+    the stages the experiment runs, so the same override over other runs (another task=, grid= or backbone=) is
+    another experiment and never replaces this one; the same override over the same runs replaces its earlier run."""
+    what = re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(s.lstrip("+").removeprefix("probes.") for s in settings))
+    scope = "\n".join([*settings, "--", *sorted(stages)])
+    return f"override-{what.strip('-')[:60]}-{hashlib.sha256(scope.encode()).hexdigest()[:10]}"
 
 
 def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) -> int:
@@ -58,8 +81,8 @@ def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) 
     from harness.core import dvcfiles
     from harness.pipeline.dvc_runner import run_dvc
 
-    name = experiment_name(settings)
     stages = list(dict.fromkeys(run.stage for run in runs))
+    name = experiment_name(settings, stages)
     log.info("override %s: a DVC experiment %r over %d stages; the committed corpus is not touched",
              ", ".join(settings), name, len(stages))
     if dry_run:
@@ -148,6 +171,9 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
         path = paths.record_path(run.grid, run.task, run.backbone).as_posix()
         texts = [_git_show("HEAD", path), _git_show(ref, path)]
         committed, experiment = (parse_record(t.strip(), path) if t else None for t in texts)
+        if experiment is None and committed is None:  # a few-shot grid's runs: a folder of records per backbone
+            lines.append(f"{run.stage:<44} (records under {path.removesuffix('.json')}/: dvc exp diff HEAD {name})")
+            continue
         if experiment is None:
             lines.append(f"{run.stage:<44} (no record in the experiment)")
             continue
