@@ -34,6 +34,30 @@ def stages_for(runs: list[Run]) -> list[str]:
     return list(dict.fromkeys([paths.CODE_STAGE, *prepare, *extract, *(run.stage for run in runs)]))
 
 
+def damaged_runs(params: Params, selected: list[Run]) -> list[tuple[Run, str]]:
+    """The runs outside `selected` whose probe stage's outputs, as its dvc.lock entry names them, are missing or
+    not the size it records (a record deleted or cut short by hand), each with the first such path. Collect
+    refuses to write a corpus without them, so every run brings their stages back up to date (DVC finds them
+    stale) instead of failing until someone runs exactly that one. Stat calls only: no file is read or hashed."""
+    from pathlib import Path
+
+    from harness.pipeline.plan import select_runs
+
+    chosen = {run.stage for run in selected}
+    locks = dvcfiles.read_locks()
+    damaged = []
+    for run in select_runs(params)[0]:
+        if run.stage in chosen or run.stage not in locks:
+            continue
+        for out in locks[run.stage].get("outs", []):
+            path = Path(out.get("path", ""))
+            size = out.get("size") if "nfiles" not in out else None  # a folder's size is its files' total
+            if not path.exists() or (size is not None and path.is_file() and path.stat().st_size != size):
+                damaged.append((run, str(path)))
+                break
+    return damaged
+
+
 def retry_command(run: Run) -> str:
     return f"visbench-harness grid={run.grid} task={run.task} backbone={canonical_backbone(run.backbone)}"
 
@@ -88,16 +112,17 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
 
 
 def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, str, str]], bool]:
-    """(run, phase, message) of every selected run that failed, and whether any of them never started
-    because an upstream stage failed: those get their failed records here (failures/<stage>.jsonl), and
-    collect must run again so the site shows them."""
-    failed, upstream_failed = [], False
+    """(run, phase, message) of every selected run that failed, and whether failures/ changed here, so that
+    collect must run again for the site: a run that never started because an upstream stage failed gets its
+    failed record (failures/<stage>.jsonl), and one whose upstream failure has healed loses it
+    (clear_healed_upstream_failures)."""
+    failed, changed = [], bool(clear_healed_upstream_failures(runs))
     for run in runs:
         own = paths.failure_path(run.stage)
         upstream = _upstream_failure(run)
         if upstream is not None:
             record_upstream_failure(run, upstream)
-            upstream_failed = True
+            changed = True
             failed.append((run, upstream["phase"], f"{upstream['error_type']}: {upstream['message']}"))
         elif own.is_file():
             record = read_records(own)[0]
@@ -106,7 +131,47 @@ def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, st
         failed = [(run, "dvc", "not brought up to date: DVC could not run it, or its job ended early (output above)")
                   for run in runs
                   if not _locked_and_fresh(run)]
-    return failed, upstream_failed
+    return failed, changed
+
+
+def _upstream_cause(run: Run, record: Record) -> str | None:
+    """The upstream stage (prepare, extract) whose failure `record` stands for (record_upstream_failure wrote
+    it), or None: the probe stage's own failure."""
+    message = record.failure.message if record.failure is not None else ""
+    return next((stage for stage in (run.prepare_stage, run.extract_stage)
+                 if message.startswith(f"{stage} failed: ")), None)
+
+
+def clear_healed_upstream_failures(runs: list[Run]) -> list[Run]:
+    """Remove failures/<probe stage>.jsonl where it stands for an upstream stage's failure that has healed: that
+    stage is ok again (its own failure file cleared) and the probe stage is up to date. Only the probe stage
+    itself ever cleared the file, and DVC skips it when the upstream stage, re-run once the disk was freed,
+    gives the same outputs: every later run then exited 1 and the site listed a failure that was gone. The
+    runs whose file was removed."""
+    from harness.pipeline.dvc_runner import stale_stages
+
+    healed: dict[str, tuple[Run, str]] = {}
+    for run in runs:
+        own = paths.failure_path(run.stage)
+        if not own.is_file() or _upstream_failure(run) is not None:
+            continue
+        try:
+            causes = {_upstream_cause(run, record) for record in read_records(own)}
+        except (OSError, ValueError):  # not a file the harness wrote: left for the probe stage to replace
+            continue
+        if len(causes) == 1 and None not in causes:
+            healed[run.stage] = (run, causes.pop())
+    stale = stale_stages(list(healed), echo=False) if healed else set()
+    if stale is None:  # DVC could not tell: the files stay, and the next run looks again
+        return []
+    cleared = []
+    for stage, (run, cause) in healed.items():
+        if stage in stale:
+            continue
+        paths.failure_path(stage).unlink(missing_ok=True)
+        log.info("%s: %s is ok again and the run is up to date; its failed attempt is cleared", stage, cause)
+        cleared.append(run)
+    return cleared
 
 
 def print_failures(failed: list[tuple[Run, str, str]], selected: int) -> None:
