@@ -525,3 +525,118 @@ def test_the_agreement_matrix_fits_its_page_on_a_laptop(driver, base_url):
     assert natural > 0 and abs(shown - natural) <= 1  # drawn at its natural size (its text is 12 px)
     assert scrolled <= box + 1, f"the {natural}-px figure overflows its {box}-px column"
     screenshot(driver, "agreement")
+
+
+# -- the user site (issue 48): the leaderboard's twin, from a tiny user corpus ---------------------------------
+
+
+def _serve(directory: Path) -> tuple[ThreadingHTTPServer, threading.Thread, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@pytest.fixture(scope="module")
+def user_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A user site as `data=`/`score` leave it, built with --strict and served: one user run (a copy of a committed
+    pretrained classification record, so its per-sample scores are the committed file's) beside the committed
+    rows of its board; its URL."""
+    import subprocess
+    import sys
+
+    from harness.core import paths
+    from harness.runs.records import read_records
+    from harness.user.runs import render_user_site
+
+    corpus = read_records(REPO / paths.CORPUS)
+    mine = [r for r in corpus if r.status == "ok" and r.k_shot is None and r.task == "classification"
+            and r.backbone is not None and not r.backbone.control and r.samples is not None][:1]
+    if not mine:
+        pytest.skip("the committed corpus has no pretrained classification run")
+    workspace = tmp_path_factory.mktemp("user")
+    render_user_site(mine, workspace=workspace, corpus=corpus, root=REPO)
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f",
+                            str(workspace / "mkdocs.yml")], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0 and "WARNING" not in built.stderr, built.stdout + built.stderr
+    server, thread, url = _serve(workspace / "site")
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(params=[1400, 390], ids=["1400px", "390px"])
+def width(request, driver) -> Iterator[int]:
+    """The window at a laptop's width and at a phone's (390 px), put back afterwards."""
+    size = driver.get_window_size()
+    driver.set_window_size(request.param, 900)
+    try:
+        yield request.param
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
+CHART_FITS_JS = """return Array.from(document.querySelectorAll('img.vb-figure')).map(img => {
+    const box = img.parentElement, r = img.getBoundingClientRect();
+    return [img.getAttribute('src'), img.naturalWidth, r.width, box.clientWidth, box.scrollWidth];});"""
+
+
+def test_user_site_board_shows_your_row_and_its_chart_whole(driver, user_site, width):
+    """Your row is on the board as a table (not raw Markdown), and the interval chart is whole at its natural size
+    (12-px text): at 390 px too, so no row's dot is cut off to the right."""
+    open_page(driver, user_site + "tasks/classification/")
+    boards = board_tables(driver)
+    assert boards, "the user site's board is not a table"
+    rows = [r.text for b in boards for r in b.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert any("@yours" in r for r in rows), rows
+    assert driver.find_elements(By.CSS_SELECTOR, ".md-typeset details"), "the ??? info block is not folded"
+    charts = driver.execute_script(CHART_FITS_JS)
+    assert charts
+    for src, natural, shown, box, scrolled in charts:
+        assert natural > 0 and abs(shown - natural) <= 1, f"{src} is scaled ({shown} of {natural} px)"
+        assert scrolled <= box + 1, f"at {width} px, {src} ({natural} px) is cut by its {box}-px column"
+    assert_no_errors_and_only_local_requests(driver, user_site)
+    screenshot(driver, f"user-board-{width}px")
+
+
+def test_user_site_compare_keeps_the_pair_in_the_address_and_the_verdict_in_view(driver, user_site, width):
+    open_page(driver, user_site + "compare/")
+    labels = _options(driver, "A")
+    yours = next(label for label in labels if label.endswith("@yours"))
+    other = next(label for label in labels if label != yours and not label.endswith("@random"))
+    _choose(driver, "A", yours)
+    _choose(driver, "B", other)
+    rows = driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare")
+    assert rows and all((r[2], r[3]) == (yours, other) for r in rows)
+    chosen = driver.current_url
+    assert "a=" in chosen and "b=" in chosen
+    open_page(driver, chosen)  # a reload, or the link sent to someone, shows the same pair
+    assert [driver.execute_script(f"return document.querySelector('select[name=\"{n}\"]').value") for n in "AB"] \
+        == [yours, other]
+    assert driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare") == rows
+    if width >= 1400:  # the values, the difference, Holm p and the verdict without scrolling sideways
+        table = driver.find_element(By.CSS_SELECTOR, ".vb-compare table")
+        where = _pinned_after_scrolling(driver, table, 8)
+        assert where["tableWidth"] <= where["boxWidth"] + 1, f"the compare table scrolls at 1400 px: {where}"
+        assert driver.execute_script(IN_VIEW_JS, table, 8)
+    assert_no_errors_and_only_local_requests(driver, user_site)
+    screenshot(driver, f"user-compare-{width}px")
+
+
+def test_user_site_cross_task_table_lists_your_row_with_names_in_view(driver, user_site, width):
+    open_page(driver, user_site)
+    table = driver.find_element(By.CSS_SELECTOR, ".vb-crosstask table")
+    rows = driver.execute_script(VISIBLE_ROWS_JS, ".vb-crosstask")
+    assert any("@yours" in r[0] for r in rows), rows
+    assert "user/corpus.jsonl" in driver.find_element(By.CSS_SELECTOR, ".md-content").text
+    where = _pinned_after_scrolling(driver, table, 0)
+    if where["tableWidth"] > where["boxWidth"]:
+        assert where["scrolled"] > 0 and abs(where["cellLeft"] - where["boxLeft"]) <= 2
+    else:
+        assert where["cellRight"] <= where["boxRight"] + 1
+    assert_no_errors_and_only_local_requests(driver, user_site)
+    screenshot(driver, f"user-home-{width}px")

@@ -1,7 +1,8 @@
 /* The compare page: pick rows A and B; the table shows every board both are on and nothing else, with a
  * pair listed the other way round (B, A) turned to read A − B: its name and value columns swapped and its
  * difference and interval negated. The verdict names the better row, so it reads the same either way. A line
- * above the table counts the verdicts. Reads what the generated table carries
+ * above the table counts the verdicts. The chosen pair is kept in the address (?a=…&b=…), so a link or a
+ * reload shows the same two rows. Reads what the generated table carries
  * (harness/leaderboard/render_compare.py): a.vb-pair with data-a, data-b and data-winner in the first cell.
  * Dependency-free and fetches nothing, so the site works offline. */
 (function () {
@@ -51,6 +52,10 @@
     // Start on the first pair the boards actually test (two pretrained rows), else the first pair listed.
     var tested = rows.filter(function (r) { return r.winner === "a" || r.winner === "b" || r.winner === "tie"; });
     var first = tested.length ? tested[0] : rows.length ? rows[0] : { a: labels[0], b: labels[1] };
+    var asked = new URLSearchParams(window.location.search);
+    if (labels.indexOf(asked.get("a")) >= 0 && labels.indexOf(asked.get("b")) >= 0) {
+      first = { a: asked.get("a"), b: asked.get("b") };
+    }
     var controls = document.createElement("div");
     controls.className = "vb-controls";
     var pickA = select("A", labels, first.a), pickB = select("B", labels, first.b);
@@ -86,8 +91,16 @@
           chosenB + " better on " + counts.b + ", tied on " + counts.tie + ", not tested on " + counts.other;
     }
 
-    pickA.select.addEventListener("change", apply);
-    pickB.select.addEventListener("change", apply);
+    function remember() {
+      // replaceState: choosing rows is not navigation, so Back still leaves the page
+      var address = new URL(window.location.href);
+      address.searchParams.set("a", pickA.select.value);
+      address.searchParams.set("b", pickB.select.value);
+      window.history.replaceState(window.history.state, "", address.toString());
+    }
+
+    pickA.select.addEventListener("change", function () { apply(); remember(); });
+    pickB.select.addEventListener("change", function () { apply(); remember(); });
     apply();
   }
 

@@ -1,7 +1,10 @@
 """A board's interval chart, drawn with `svg`: each row's headline value with its 95% bootstrap interval.
 
 One line per board row, in the board's order (ranked rows and baselines by value, then random-init controls):
-a dot at the value and a whisker over the interval (none where the run has no per-sample scores). Ranked rows
+the row's name above a dot at the value and a whisker over the interval (none where the run has no per-sample
+scores). Names above their whiskers, not beside them, keep the chart at a phone's width (WIDTH): drawn at its
+natural size (its text at 12 px) it fits a 390-px screen with every row's dot in view, where names beside the
+whiskers made it ~650 px wide and a phone showed only its left third, names without their dots. Ranked rows
 are coloured by tie group (the Okabe–Ito palette, group A first), a fixed-filter baseline blue-grey and a
 random-init control grey; an analytic chance row, where the protocol has one, is a dashed vertical line. The
 axis spans every value and interval shown, so what overlaps on the chart overlaps in the numbers.
@@ -17,8 +20,8 @@ from harness.leaderboard.markdown import GENERATED_HEADER
 from harness.leaderboard.plots_fewshot import AXIS_STROKE, FONT, GRID_STROKE, PAD, PALETTE, nice_ticks
 from harness.leaderboard.svg import Svg, text_width
 
-ROW_H = 22.0
-PLOT_W = 420.0
+ROW_H = 34.0  # a name's line, then its whisker's
+WIDTH = 340.0  # a 390-px phone's content column is ~358 px (tests/test_browser.py measures it)
 CONTROL_COLOUR, BASELINE_COLOUR, CHANCE_COLOUR = "#999999", "#6b8fb3", "#555555"
 FOLDER = "plots/boards"
 
@@ -60,28 +63,30 @@ def board_interval_svg(board: dict[str, Any], analysis: Analysis) -> str | None:
     values += [v for _, v in chances]
     ticks, decimals = nice_ticks(min(values), max(values))
     low, high = ticks[0], ticks[-1]
-    label_w = max(text_width(r["label"], FONT) for r in rows) + 2 * PAD
-    title = f"{stats.code} {stats.label}: {headline}, 95% interval"
-    top = 30.0
+    # a name wider than the chart widens it (then it scrolls on a phone) rather than being cut
+    width = max(WIDTH, max(text_width(r["label"], FONT) for r in rows) + 2 * PAD)
+    title = wrapped(f"{stats.code} {stats.label}: {headline}, 95% interval", width - 2 * PAD)
+    top = 18.0 * len(title) + 14
     bottom = top + len(rows) * ROW_H + 6
     legend = [f"{name}: chance ({value:.{decimals + 1}f})" for name, value in chances]
-    width = max(label_w + PLOT_W + 2 * PAD, text_width(title, FONT) + 2 * PAD)
     height = bottom + 28 + 18 * len(legend) + PAD
     svg = Svg(width, height, f"{stats.title}: {headline} per row with its 95% bootstrap interval", GENERATED_HEADER)
-    svg.text(PAD, 18, title, FONT, bold=True)
+    for i, line in enumerate(title):
+        svg.text(PAD, 18 + 18 * i, line, FONT, bold=True)
+    left, plot_w = PAD + 6, width - 2 * PAD - 12  # room for a dot at either end
 
     def x_of(value: float) -> float:
-        return label_w + (value - low) / (high - low) * PLOT_W if high > low else label_w + PLOT_W / 2
+        return left + (value - low) / (high - low) * plot_w if high > low else left + plot_w / 2
 
     for tick in ticks:
         svg.line(x_of(tick), top, x_of(tick), bottom, GRID_STROKE)
         svg.text(x_of(tick), bottom + 16, f"{tick:.{decimals}f}", FONT, "middle")
-    svg.line(label_w, bottom, label_w + PLOT_W, bottom, AXIS_STROKE)
+    svg.line(left, bottom, left + plot_w, bottom, AXIS_STROKE)
     for _, value in chances:
         svg.polyline([(x_of(value), top), (x_of(value), bottom)], CHANCE_COLOUR, width=1.0, dashed=True)
     for i, row in enumerate(rows):
-        y = top + (i + 0.5) * ROW_H
-        svg.text(label_w - 6, y + 4, row["label"], FONT, "end")
+        y = top + i * ROW_H + 24  # the whisker; the name sits above it
+        svg.text(PAD, y - 10, row["label"], FONT)
         interval = row["interval"]
         tip = f"{row['label']}: {headline} {row['value']:.4f}"
         if interval is not None:
@@ -93,3 +98,14 @@ def board_interval_svg(board: dict[str, Any], analysis: Analysis) -> str | None:
     for j, text in enumerate(legend):
         svg.text(PAD, bottom + 36 + 18 * j, text, FONT, fill=CHANCE_COLOUR)
     return svg.render()
+
+
+def wrapped(text: str, width: float) -> list[str]:
+    """`text` in lines of at most `width` px at FONT, broken at spaces (a longer word stands alone on its line)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and text_width(f"{lines[-1]} {word}", FONT) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines

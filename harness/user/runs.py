@@ -139,30 +139,33 @@ def collect_user() -> list[Record]:
     return records
 
 
-def render_user_site(records: list[Record]) -> list[Path]:
-    """user/docs from user/corpus.jsonl, with the leaderboard's renderer, and the mkdocs config that builds it."""
+def render_user_site(records: list[Record], workspace: Path = USER, corpus: list[Record] | None = None,
+                     root: Path = Path(".")) -> list[Path]:
+    """user/docs from user/corpus.jsonl, with the leaderboard's renderer, and the mkdocs config that builds it.
+    `corpus`: the committed records (default leaderboard/corpus.jsonl); `root`: where per-sample paths start."""
     from harness.leaderboard import render_site
     from harness.user.score import beside_boards
 
     # your runs, and the committed rows of every board they land on (harness.user.score)
-    written = render_site(beside_boards(records), USER_DOCS) if records else []
+    docs_dir = Path(workspace) / "docs"
+    written = render_site(beside_boards(records, corpus), docs_dir, root) if records else []
     source = leaderboard_config()
     config = user_config(source)
     docs = source.parent / str(_load_config(source).get("docs_dir", "docs"))
     for asset in [*config.get("extra_javascript", []), *config.get("extra_css", []), *LINKED_PAGES]:
         origin = _from_checkout(docs / asset, Path("docs") / asset)
         if origin.is_file():
-            (USER_DOCS / asset).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(origin, USER_DOCS / asset)
+            (docs_dir / asset).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(origin, docs_dir / asset)
     for page in LINKED_PAGES:
-        if (USER_DOCS / page).is_file():
-            copied = USER_DOCS / page
+        if (docs_dir / page).is_file():
+            copied = docs_dir / page
             write_text_atomic(copied, unlinked_missing(copied.read_text(encoding="utf-8"), copied.parent))
     if records:
-        home = USER_DOCS / "index.md"
+        home = docs_dir / "index.md"
         write_text_atomic(home, user_home_page(home.read_text(encoding="utf-8")))
     text = USER_CONFIG_HEADER.format(source=source) + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
-    write_text_atomic(USER / MKDOCS_FILE, text)
+    write_text_atomic(Path(workspace) / MKDOCS_FILE, text)
     return written
 
 
