@@ -83,7 +83,7 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
         from harness.runs.saved_head import head_probe_block
 
         probe_params = {**head_probe_block(Path(head_file)), **probe_params}
-    block = _probe_block(task, project, probe_params)
+    block = _probe_block(task, project, probe_params, Path(params_file))
     name, spec = dataset_spec(dataset, task, project, limit=limit, stems=stems)
     if train_dataset is not None:
         train_name, train_spec = dataset_spec(train_dataset, task, project, limit=limit, stems=stems)
@@ -138,7 +138,8 @@ def checked_device(device: str) -> str:
     return parse_device(device)
 
 
-def _probe_block(task: str, project: Params | None, overrides: dict[str, Any]) -> dict[str, Any]:
+def _probe_block(task: str, project: Params | None, overrides: dict[str, Any],
+                 params_file: Path = PARAMS_FILE) -> dict[str, Any]:
     from harness.probes import get_probe, validate_probe_params
 
     get_probe(task)  # an unknown task is an error naming the valid ones
@@ -146,7 +147,14 @@ def _probe_block(task: str, project: Params | None, overrides: dict[str, Any]) -
     try:
         return validate_probe_params(task, block)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        if project is not None and task in project.probes:
+            raise ConfigError(str(error)) from None
+        # the parameters were never there to be wrong: say where they come from, not each key they lack
+        where = (f"{params_file} is missing here" if project is None
+                 else f"{params_file} has no probes.{task} block")
+        raise ConfigError(f"{where}, and harness.run reads the task's probe parameters from it: run in a "
+                          "visbench-harness checkout (its params.yaml has every task's block; `git clone` the "
+                          f"repository), pass params_file=PATH, or give them as keywords ({error})") from None
 
 
 def _paired(name: str, spec: dict, train_name: str, train_spec: dict, task: str, block: dict

@@ -38,7 +38,9 @@ VENV_BIN = Path(sys.executable).parent
 PINNED = re.compile(r"^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$")  # image:tag@sha256:<64 hex>
 APP_DIR = "/workspace/visbench-harness"
 # The folders a run writes that a container must mount to keep (docs/docker.md, docker/README.md, compose.yaml)
-OUTPUTS = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
+OUTPUTS = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site", "user"]
+# What such a run reads from the checkout, mounted read-only: your plugin modules
+INPUTS = ["plugins"]
 # Every rule the Dockerfiles silence, each with its reason written above the pragma. A new one needs the same.
 JUSTIFIED_IGNORES = {"DL3008"}  # apt versions: the digest-pinned base fixes the release; archives drop old versions
 
@@ -254,6 +256,8 @@ def test_compose_mounts_data_caches_and_outputs_and_its_gpu_file_reserves_a_gpu(
     assert mounts["/workspace/shared"][0].endswith("../../shared}")  # the checkout's ../shared
     for output in OUTPUTS:
         assert mounts[f"{APP_DIR}/{output}"] == (f"../{output}", False)
+    for read in INPUTS:
+        assert mounts[f"{APP_DIR}/{read}"] == (f"../{read}", True)
     assert "/workspace/.cache" in mounts
     repo_mounts = [v for v in compose["services"]["repo"]["volumes"] if isinstance(v, dict)]
     assert (repo_mounts[0]["source"], repo_mounts[0]["target"]) == ("..", APP_DIR)  # the whole checkout
@@ -265,12 +269,13 @@ def test_the_documented_runs_mkdir_and_mount_every_output_folder(document: str) 
     site/ included: a folder left out is written inside the container and lost with it."""
     text = (REPO / document).read_text()
     for mkdir in re.findall(r"^mkdir -p (.+)$", text, re.MULTILINE):
-        assert mkdir.split() == OUTPUTS
+        assert mkdir.split() == OUTPUTS + INPUTS
     runs = [block for block in re.split(r"\n\n", text) if '-v "$PWD/results:' in block]
     assert runs
     for block in runs:
-        mounted = re.findall(rf'-v "\$PWD/([^:]+):{re.escape(APP_DIR)}/([^"]+)"', block)
-        assert [source for source, _ in mounted] == OUTPUTS and all(s == t for s, t in mounted)
+        mounted = re.findall(rf'-v "\$PWD/([^:]+):{re.escape(APP_DIR)}/([^":]+)(:ro)?"', block)
+        assert [source for source, _, _ in mounted] == OUTPUTS + INPUTS and all(s == t for s, t, _ in mounted)
+        assert [source for source, _, ro in mounted if ro] == INPUTS  # outputs writable, inputs read-only
 
 
 def test_dockerignore_keeps_what_the_image_needs_and_leaves_out_local_state() -> None:

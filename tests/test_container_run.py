@@ -42,7 +42,7 @@ STAGE = "default-retrieval@efficientnet_lite0"
 STAGE_ADDRESS = address(STAGE)  # how DVC is told a grid's stage: pipelines/default/efficientnet_lite0/dvc.yaml:…
 GRID_LOCK = lock_of(dvc_file(STAGE)).as_posix()  # the lock of that backbone's row of the grid
 # The folders the documented run mounts from the checkout (docs/docker.md, "Run in Docker"); `mkdir -p` them first.
-MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site"]
+MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site", "user", "plugins"]
 # CI runs as root, where "owned by the caller" could not tell the caller from the container's root: an
 # unprivileged stand-in uid then owns the checkout and runs the container instead.
 STAND_IN_UID = 4242
