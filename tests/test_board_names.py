@@ -26,6 +26,9 @@ def test_boards_alike_but_for_parameters_are_titled_by_them():
     assert "thresholds_px=[0.5, 1.0, 2.0]" in titles[0] and "units=patch" in titles[0]
     assert "thresholds_px=[8.0, 16.0, 32.0]" in titles[1] and "units" not in titles[1]
     assert "margin" not in titles[0] + titles[1]  # the same on both: it tells nothing apart
+    # a label, drawn on charts and as a column head, names only what tells the two apart: the parameter both have
+    assert labels[0] == "correspondence (homography_photos, thresholds_px=[0.5, 1.0, 2.0])"
+    assert labels[1] == "correspondence (homography_photos, thresholds_px=[8.0, 16.0, 32.0])"
     assert not any(b["comparability_key"] in label + title for b in boards for label, title in names.values())
     # a board of another dataset is alike to neither, so it carries no parameters
     assert titles[2] == "correspondence on homography_sweep (test), homography-nn-correspondence/v1"

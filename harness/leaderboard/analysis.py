@@ -29,7 +29,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from harness.leaderboard import db, db_crosstask, db_samples
+from harness.leaderboard import db, db_crosstask, db_replicates, db_samples
 from harness.leaderboard.floors import Floor, board_floor
 from harness.leaderboard.statistics import (
     ALPHA,
@@ -117,7 +117,8 @@ class BoardStats:
     verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (upper, lower) -> BETTER, TIED, ...
     resolvable: float | None = None  # median half-width of the paired differences' 95% intervals
     devices: list[str] = field(default_factory=list)  # device kinds (`device_kind`) of the board's runs
-    trains_head: bool = False  # its protocol trains a head from a seeded start: a seed spread it does not measure
+    trains_head: bool = False  # its protocol trains a head from a seeded start: another seed, another head
+    seed_spread: db_replicates.SeedSpread | None = None  # measured by a seed sweep, where one ran on this board
 
     @property
     def adjacent(self) -> list[tuple[str, str]]:
@@ -243,6 +244,9 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     task_columns = set(db_crosstask.column_keys(con))
     columns = [b for b in boards if b["comparability_key"] in task_columns]
     cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
+    for key, spread in db_replicates.seed_spreads(con).items():
+        if key in stats:
+            stats[key].seed_spread = spread
     rows = _rows(con)
     return Analysis(boards, stats, intervals, columns, cells, rows, _agreement(columns, cells), samples,
                     standing(rows, [b["comparability_key"] for b in columns], cells))
@@ -266,10 +270,10 @@ def board_codes(keys: list[str]) -> dict[str, str]:
 
 def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     """(label, title) per board. The label is "task (dataset)", plus whichever fields differ among boards
-    sharing both, then the protocol or dataset parameters that differ where those fields are alike
-    ("thresholds_px=[8, 16, 32]"), then the key if still needed; the title says what the board is: "task on dataset
-    (split), protocol", plus pooling, features or precision where they tell it apart from the task's other boards,
-    and the parameters where titles would still read alike."""
+    sharing both, then as few of the protocol or dataset parameters that differ as tell boards alike in those
+    fields apart ("thresholds_px=[8.0, 16.0, 32.0]"), then the key if still needed; the title says what the board
+    is: "task on dataset (split), protocol", plus pooling, features or precision where they tell it apart from the
+    task's other boards, and every differing parameter where titles would still read alike."""
     by_name: dict[tuple[str, str], list[dict[str, Any]]] = {}
     by_task: dict[str, list[dict[str, Any]]] = {}
     by_key = {b["comparability_key"]: b for b in boards}
@@ -280,7 +284,7 @@ def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     for (_task, dataset), group in by_name.items():
         varying = [(name, form) for name, form in _LABEL_FIELDS if len({str(b[name]) for b in group}) > 1]
         labels |= _told_apart({b["comparability_key"]: ", ".join([dataset, *(form.format(b[n]) for n, form in varying)])
-                               for b in group}, by_key)
+                               for b in group}, by_key, fewest=True)
     titles: dict[str, str] = {}
     for task, group in by_task.items():
         texts = {}
@@ -293,9 +297,10 @@ def board_names(boards: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return {key: (f"{by_key[key]['task']} ({labels[key]})", titles[key]) for key in by_key}
 
 
-def _told_apart(texts: dict[str, str], boards: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _told_apart(texts: dict[str, str], boards: dict[str, dict[str, Any]], fewest: bool = False) -> dict[str, str]:
     """`texts` by comparability key, where two read alike each followed by the parameters that differ between
-    them, and the key only where even those are equal."""
+    them (`fewest`: only as many as tell them apart, those every board has first, so a short label still says what
+    each board is), and the key only where even those are equal."""
     alike: dict[str, list[str]] = {}
     for key, text in texts.items():
         alike.setdefault(text, []).append(key)
@@ -303,14 +308,30 @@ def _told_apart(texts: dict[str, str], boards: dict[str, dict[str, Any]]) -> dic
     for keys in alike.values():
         if len(keys) > 1:
             differing = _differing_parameters([boards[key] for key in keys])
-            told |= {key: ", ".join([texts[key], *differing[key]]) for key in keys}
+            if fewest:
+                differing = _fewest(differing)
+            told |= {key: ", ".join([texts[key], *(f"{name}={value}" for name, value in differing[key])])
+                     for key in keys}
     clashing = {text for text in told.values() if list(told.values()).count(text) > 1}
     return {key: f"{text}, {key}" if text in clashing else text for key, text in told.items()}
 
 
-def _differing_parameters(boards: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Per board, "name=value" for each protocol parameter (then dataset parameter, "dataset name=value") whose
-    value is not the same on all of `boards`, sorted by name; a parameter one board lacks is named on those with it."""
+def _fewest(differing: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
+    """The first parameters, in order (those every board has, then by name), that tell the boards apart."""
+    names = list(dict.fromkeys(name for pairs in differing.values() for name, _ in pairs))
+    everywhere = [n for n in names if all(n in dict(pairs) for pairs in differing.values())]
+    chosen: list[str] = []
+    for name in [*everywhere, *(n for n in names if n not in everywhere)]:
+        chosen.append(name)
+        shown = [tuple((n, dict(pairs).get(n)) for n in chosen) for pairs in differing.values()]
+        if len(set(shown)) == len(shown):
+            break
+    return {key: [(n, v) for n, v in pairs if n in chosen] for key, pairs in differing.items()}
+
+
+def _differing_parameters(boards: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """Per board, (name, value) for each protocol parameter (then dataset parameter, "dataset name") whose value is
+    not the same on all of `boards`, sorted by name; a parameter one board lacks is named on those with it."""
     parameters = {}
     for board in boards:
         protocol = json.loads(board["protocol_params"] or "{}")
@@ -322,7 +343,7 @@ def _differing_parameters(boards: list[dict[str, Any]]) -> dict[str, list[str]]:
     names = sorted({name for values in parameters.values() for name in values})
     differing = [name for name in names
                  if len({json.dumps(values.get(name), sort_keys=True) for values in parameters.values()}) > 1]
-    return {key: [f"{name}={_shown(values[name])}" for name in differing if name in values]
+    return {key: [(name, _shown(values[name])) for name in differing if name in values]
             for key, values in parameters.items()}
 
 
