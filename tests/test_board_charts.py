@@ -52,7 +52,8 @@ def test_every_board_chart_matches_its_table(pages):
                 assert row[2] == f"{value} [{float(dot['low']):.4f}, {float(dot['high']):.4f}]"
             else:
                 assert "[" not in row[2]
-            expected = {"control": "control", "baseline": "baseline"}.get(row[0], f"rank {row[0]}")
+            expected = {"control": "control", "baseline": "baseline", "under floor": "under floor"}.get(
+                row[0], f"rank {row[0]}")
             assert dot["kind"].startswith(expected)
 
 

@@ -402,7 +402,10 @@ def test_board_shows_intervals_and_tie_groups(sampled):
     assert table_row(lines, "resnet18@random")[3] == "n/a"  # controls take no part in tie tests
     assert best[-1] == "[record](../runs/classification/dinov2_vits14-classification-cifar10.md)"
     adjacent = [line for line in lines if line.startswith("| resnet18 | resnet50 |")]
-    assert adjacent == ["| resnet18 | resnet50 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | yes |"]
+    # "tied" says under what: the board's smallest resolvable difference, stated above its table
+    (resolvable,) = re.findall(r"\*\*Smallest resolvable difference:\*\* about (\d\.\d{4}) in top1", "\n".join(lines))
+    assert adjacent == [f"| resnet18 | resnet50 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | "
+                        f"yes: under {resolvable} |"]
     protocol = "under [linear-probe-adamw/v1](../protocols.md#linear-probe-adamw-v1)"
     assert any(line.startswith("Board **B-") and protocol in line for line in lines)
 

@@ -109,8 +109,8 @@ def _labels(sample_ids: list[str] | None) -> list[str] | None:
 
 def _classification(sample_ids: list[str] | None) -> list[ChanceRow]:
     labels = _labels(sample_ids)
-    if labels is None:
-        return []
+    if labels is None or len(set(labels)) < 2:
+        return []  # one parent folder names the split, not a class: ids that do not say the labels give no row
     counts = sorted(Counter(labels).values(), reverse=True)
     classes, total = len(counts), len(labels)
     uniform = {"top1": 1.0 / classes, "top5": min(5, classes) / classes,

@@ -20,16 +20,17 @@ DIAGNOSTIC_FAMILIES = ("knn-class-overlap", "knn-target-overlap", "head-family-s
 _TASK_BOARDS = ("comparability_key NOT IN (SELECT comparability_key FROM records WHERE split_part(protocol, '/', 1) "
                 f"IN ({', '.join(repr(f) for f in DIAGNOSTIC_FAMILIES)}))")
 
-# The table's columns: boards of tasks with at least one ranked pretrained row. A board of controls alone has
-# no pretrained scale to place anything on.
+# The table's columns: boards of tasks with at least one ranked pretrained row. A board of controls alone, or one
+# where no pretrained row beats its floor (chance or an image-blind baseline, db's `gated`), has no pretrained
+# scale to place anything on.
 _COLUMNS_CTE = f"SELECT DISTINCT comparability_key FROM board_rows WHERE ranked_count > 0 AND {_TASK_BOARDS}"
 
 # One cell per (board, backbone, layer set): that row's best-placed run there. Two grids can run the same
 # backbone with the same layers on the same board; picking one (best normalised rank, then run id) keeps
 # a cell one number.
 CELLS_CTE = f"""
-SELECT comparability_key, backbone_name, layers, control, baseline, run_id, rank, ranked_count, headline_value,
-       normalised_rank
+SELECT comparability_key, backbone_name, layers, control, baseline, gated, run_id, rank, ranked_count,
+       headline_value, normalised_rank
 FROM (
     SELECT *, row_number() OVER (PARTITION BY comparability_key, backbone_name, layers
                                  ORDER BY normalised_rank, run_id) AS nth

@@ -5,9 +5,10 @@ the row's name above a dot at the value and a whisker over the interval (none wh
 scores). Names above their whiskers, not beside them, keep the chart at a phone's width (WIDTH): drawn at its
 natural size (its text at 12 px) it fits a 390-px screen with every row's dot in view, where names beside the
 whiskers made it ~650 px wide and a phone showed only its left third, names without their dots. Ranked rows
-are coloured by tie group (the Okabe–Ito palette, group A first), a fixed-filter baseline blue-grey and a
-random-init control grey; an analytic chance row, where the protocol has one, is a dashed vertical line. The
-axis spans every value and interval shown, so what overlaps on the chart overlaps in the numbers.
+are coloured by tie group (the Okabe–Ito palette, group A first), a fixed-filter baseline blue-grey, a
+random-init control or a row under the board's floor grey; an analytic chance row, where the protocol has one,
+is a dashed vertical line. The axis spans every value and interval shown, so what overlaps on the chart
+overlaps in the numbers.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _rows(board: dict[str, Any], analysis: Analysis) -> list[dict[str, Any]]:
         group = stats.groups.get(row["run_id"])
         if row["control"]:
             colour, kind = (BASELINE_COLOUR, "baseline") if row["baseline"] else (CONTROL_COLOUR, "control")
+        elif row.get("gated"):  # no better than the board's floor: not ranked, drawn as a control is
+            colour, kind = CONTROL_COLOUR, "under floor"
         else:
             colour = PALETTE[groups.index(group) % len(PALETTE)] if group in groups else PALETTE[0]
             kind = f"rank {row['rank']}" + (f", tie group {group}" if group else "")

@@ -111,7 +111,7 @@ def _rank_profile(name: str, analysis: Analysis) -> list[str]:
         for board_row in board["rows"]:
             if board_row["backbone_name"] != name:
                 continue
-            rank = "control" if board_row["control"] else (
+            rank = "control" if board_row["control"] else "under floor" if board_row.get("gated") else (
                 MISSING if board_row["rank"] is None else f"{board_row['rank']} of {ranked}")
             entries.append([
                 board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], "../"),

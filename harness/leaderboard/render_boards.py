@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from harness.core.paths import stage_of_run, stage_parts
-from harness.leaderboard.analysis import Analysis, BoardStats
+from harness.leaderboard.analysis import BETTER, TIED, Analysis, BoardStats
 from harness.leaderboard.chance import chance_rows
 from harness.leaderboard.markdown import (
     MISSING,
@@ -51,6 +51,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     lines = [
         f"## {cell(stats.title)} {{ #{board_anchor(key)} }}",
         "",
+        *_warnings_at_top(board, stats),
         f"Board **{stats.code}**. Ranked by **{cell(headline)}** ({direction} is better) under "
         f"{protocol_link(board['protocol'], '../')}; tied values share a rank. "
         f"Data: [downloads](../downloads.md) (the whole corpus and every per-sample score)"
@@ -59,6 +60,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         "",
         "Caveats: " + "; ".join(_caveats(board, stats)) + ".",
         "",
+        *_certainty(board, stats),
     ]
     if stats.disagreements:
         parts = [f"{cell(headline)} and {cell(metric)} (Kendall τ-b {tau:.2f} over {n} rows)"
@@ -85,7 +87,7 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     rows = []
     for row in board["rows"]:
         rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
-            MISSING if row["rank"] is None else str(row["rank"]))
+            "under floor" if row.get("gated") else MISSING if row["rank"] is None else str(row["rank"]))
         # A missing cell stays visibly missing: never filled, never averaged over.
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
         rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
@@ -113,6 +115,56 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         lines += ["⚠: the run carries warnings (what a reader must know to trust its numbers, such as a head near "
                   "chance): read them on its run page. Its numbers are what ran, and it stays on the board.", ""]
     return lines + overlap_versus_linear(board, analysis) + _adjacent_tests(board, stats) + _identity(board, stats)
+
+
+def _warnings_at_top(board: dict[str, Any], stats: BoardStats) -> list[str]:
+    """What changes how every row of the board reads, before anything else: no row beating the floor, rows from
+    different machines."""
+    lines = []
+    if stats.ranked_none and stats.floor is not None:
+        lines += ['!!! warning "No row clears this board\'s floor"', "",
+                  f"    Every pretrained row scores no better than {cell(stats.floor.source)} "
+                  f"({cell(board['headline_metric'])} {stats.floor.value:.4f}), so nothing on this board is ranked: "
+                  "its rows are shown at their values, and the board is in no cross-task mean.", ""]
+    if len(stats.devices) > 1:
+        lines += [f'!!! note "Rows computed on {len(stats.devices)} kinds of device"', "",
+                  "    This board's runs ran on " + "; ".join(f"`{d}`" for d in stats.devices) + ". A difference "
+                  "between rows from different devices includes the devices' arithmetic: verdicts call it better "
+                  "only beyond the rows' cross-CPU tolerance (below).", ""]
+    return lines
+
+
+def _certainty(board: dict[str, Any], stats: BoardStats) -> list[str]:
+    """How certain the board's order is: its floor, the smallest difference it resolves, the tolerance verdicts use,
+    and the seed spread it does not measure."""
+    headline = cell(board["headline_metric"])
+    parts = []
+    if stats.floor is not None:
+        gated = (f" Not beating it, shown but not ranked (*under floor*): {', '.join(cell(n) for n in stats.gated)}."
+                 if stats.gated and not stats.ranked_none else "")
+        parts.append(f"**Floor:** a row is ranked only when its {headline} beats {cell(stats.floor.source)}, "
+                     f"{stats.floor.value:.4f} ([chance rows](../protocols.md#chance-rows)).{gated}")
+    if stats.resolvable is not None:
+        parts.append(f"**Smallest resolvable difference:** about {stats.resolvable:.4f} in {headline}, the median "
+                     f"over the board's {len(stats.pairs)} tested pairs of the half-width of the paired difference's "
+                     f"95% interval: *tied* means a difference under about that, not equality.")
+    tolerances = [stats.tolerances[run_id] for run_id in stats.tested if run_id in stats.tolerances]
+    if tolerances and max(tolerances) > 0:
+        parts.append(f"**Cross-CPU tolerance:** a pair is *better* only when the difference also exceeds the larger "
+                     f"of the two rows' recorded {headline} tolerance (here up to {max(tolerances):.4g}); the same run "
+                     "on another CPU may move that far.")
+    elif tolerances:
+        parts.append(f"**Cross-CPU tolerance:** these rows' records carry none for {headline} (0), so the paired "
+                     "test alone decides; a pair is *better* only beyond a tolerance where records carry one.")
+    if stats.seed_spread is not None:
+        swept = stats.seed_spread.rows
+        parts.append(f"**Seed spread:** up to {stats.seed_spread.sd:.4f} in {headline} (the standard deviation over "
+                     f"probe seeds of {count(len(swept), 'swept row')}, the largest); intervals and tie groups cover "
+                     "the evaluation samples only, so a difference under that may be the head's seed.")
+    elif stats.trains_head:
+        parts.append("**Seed spread not measured:** this protocol trains its head from a seeded start, and no "
+                     "record re-trains it with another seed, so intervals cover the evaluation samples only.")
+    return [" ".join(parts), ""] if parts else []
 
 
 def _scored(board: dict[str, Any], analysis: Analysis) -> bool:
@@ -173,7 +225,9 @@ def _adjacent_tests(board: dict[str, Any], stats: BoardStats) -> list[str]:
     lines = [
         f"Paired bootstrap on {cell(board['headline_metric'])} between adjacent ranked rows (difference = upper − "
         f"lower, {RESAMPLES} resamples); p-values Holm-adjusted over all {len(stats.pairs)} pairs on this board. "
-        f"A row is tied with the row above when the adjusted p-value is ≥ {ALPHA}.",
+        f"A row is tied with the row above when the adjusted p-value is ≥ {ALPHA} (tied: under the board's "
+        f"resolvable difference), or when the difference is within the larger of the two rows' cross-CPU "
+        f"tolerances (tied: within tolerance).",
         "",
     ]
     rows = []
@@ -182,9 +236,17 @@ def _adjacent_tests(board: dict[str, Any], stats: BoardStats) -> list[str]:
         adjusted = stats.adjusted[upper, lower]
         rows.append([cell(names[upper]), cell(names[lower]),
                      f"{test.difference:+.4f} [{test.low:+.4f}, {test.high:+.4f}]",
-                     p_value(test.p_value), p_value(adjusted), "yes" if adjusted >= ALPHA else "no"])
+                     p_value(test.p_value), p_value(adjusted), _tied(stats.verdicts[upper, lower], stats)])
     return [*lines, '<div class="vb-pinned" markdown>', "",
             *table(["Upper", "Lower", "Difference [95% CI]", "p", "Holm p", "Tied"], rows), "", "</div>", ""]
+
+
+def _tied(verdict: str, stats: BoardStats) -> str:
+    if verdict == BETTER:
+        return "no"
+    if verdict == TIED:
+        return f"yes: under {stats.resolvable:.4f}" if stats.resolvable is not None else "yes"
+    return "yes: within tolerance"
 
 
 def _directions(metrics: list[dict[str, Any]]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.leaderboard.analysis import Analysis
+from harness.leaderboard.analysis import TIED_TOLERANCE, Analysis
 from harness.leaderboard.markdown import (
     MISSING,
     attribute,
@@ -56,17 +56,22 @@ def _test(pair: dict[str, Any], board: dict[str, Any], analysis: Analysis) -> tu
                             seed), None
 
 
-def _verdict(pair: dict[str, Any], board: dict[str, Any], test: PairedTest | None, adjusted: float | None
-             ) -> tuple[str, str]:
-    """(winner: "a", "b", "tie" or "", the verdict as text)."""
+def _verdict(pair: dict[str, Any], board: dict[str, Any], test: PairedTest | None, adjusted: float | None,
+             board_verdict: str | None = None) -> tuple[str, str]:
+    """(winner: "a", "b", "tie" or "", the verdict as text); `board_verdict`: the board's for a pair it tests
+    (`BoardStats.verdicts`), which also asks the difference to exceed the rows' cross-CPU tolerance."""
     if test is None:
         if pair["paired_n"] is not None and pair["paired_n"] < max(pair["samples_a"], pair["samples_b"]):
             return "", "not comparable sample by sample (different samples)"
         return "", "no per-sample scores: no interval, no test"
     if adjusted is None:
+        if not (pair["control_a"] or pair["control_b"]):
+            return "", "not tested: a row under the board's floor is never ranked (interval only)"
         return "", "not tested: a control is never ranked (interval only)"
     if adjusted >= ALPHA:
         return "tie", "tied"
+    if board_verdict == TIED_TOLERANCE:
+        return "tie", "tied within the cross-CPU tolerance"
     a_better = (test.difference > 0) == bool(board["higher_is_better"])
     return ("a", f"{pair['label_a']} better") if a_better else ("b", f"{pair['label_b']} better")
 
@@ -79,10 +84,12 @@ def render_compare(analysis: Analysis, pairs: dict[str, list[dict[str, Any]]]) -
         "their headline values, the paired difference A − B over the samples both were scored on, its 95% "
         f"percentile bootstrap interval ({RESAMPLES} resamples of the samples, shared by both runs), the "
         f"Holm-adjusted p-value and the verdict. Two pretrained rows are *tied* when the adjusted p-value is ≥ "
-        f"{ALPHA}; otherwise the better one is named, following the board's direction (for a lower-is-better "
-        "metric a negative difference favours A). The test is the board's own: the same paired bootstrap, "
-        "adjusted over all pairs of pretrained rows on the board, that draws its tie groups. A control gets its "
-        "difference and interval but no test, since controls are never ranked.",
+        f"{ALPHA}, or *tied within the cross-CPU tolerance* when the difference does not exceed the larger of the "
+        "two rows' recorded tolerances on the headline; otherwise the better one is named, following the board's "
+        "direction (for a lower-is-better metric a negative difference favours A). The test is the board's own: "
+        "the same paired bootstrap, adjusted over all pairs of pretrained rows on the board, that draws its tie "
+        "groups. A control, or a row under its board's floor (chance or an image-blind baseline), gets its "
+        "difference and interval but no test, since neither is ranked.",
         "",
         "Without JavaScript the table lists every pair on every board.",
         "",
@@ -97,7 +104,9 @@ def render_compare(analysis: Analysis, pairs: dict[str, list[dict[str, Any]]]) -
                     and abs(test.difference - pair["difference"]) > _DIFFERENCE_TOLERANCE:
                 raise AssertionError(f"board {stats.code}: {pair['run_a']} vs {pair['run_b']}: the SQL and bootstrap "
                                      "pairings give different mean differences")
-            winner, verdict = _verdict(pair, board, test, adjusted)
+            board_verdict = stats.verdicts.get((pair["run_a"], pair["run_b"]),
+                                               stats.verdicts.get((pair["run_b"], pair["run_a"])))
+            winner, verdict = _verdict(pair, board, test, adjusted, board_verdict)
             difference = (f"{_signed(test.difference)} [{_signed(test.low)}, {_signed(test.high)}]" if test
                           else _signed(pair["value_a"] - pair["value_b"]))
             direction = "higher" if board["higher_is_better"] else "lower"

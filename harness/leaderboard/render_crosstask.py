@@ -51,6 +51,9 @@ def _cell(row: CrossTaskRow, board: dict[str, Any], analysis: Analysis, prefix: 
     if found["control"]:
         kind, fill = ("baseline", BASELINE_FILL) if found["baseline"] else ("control", CONTROL_FILL)
         place = f"{kind}, not ranked: would place at " + short(value)
+    elif found["gated"]:
+        place = f"under the board's floor, not ranked: counted as last of {found['ranked_count']}"
+        fill = mix(RANK_RAMP, value)
     else:
         place = f"rank {found['rank']} of {found['ranked_count']}"
         if found["run_id"] in stats.groups:

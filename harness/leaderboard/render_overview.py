@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.leaderboard.analysis import Analysis
+from harness.leaderboard.analysis import Analysis, Standing
 from harness.leaderboard.markdown import (
     NO_AGGREGATE,
     backbone_link,
@@ -14,6 +14,7 @@ from harness.leaderboard.markdown import (
     short,
     table,
     task_link,
+    with_interval,
 )
 from harness.leaderboard.render_boards import level_link
 from harness.leaderboard.render_crosstask import render_board_legend, render_crosstask
@@ -28,7 +29,9 @@ READING_GUIDE = [
     "- **Normalised rank.** On each board, a pretrained row's normalised rank is the number of "
     "pretrained rows strictly better than it divided by one less than their count: 0 is the best, "
     "1 the worst, whatever the board's size (a board with a single pretrained row gives it 0). "
-    "Ranks only compare runs on the same board, i.e. with the same comparability key.",
+    "Ranks only compare runs on the same board, i.e. with the same comparability key. A row no better than its "
+    "board's floor (its chance row or an image-blind baseline) is not ranked and counts as last "
+    "([protocols](protocols.md#chance-rows)); a board where no row clears its floor is not a column.",
     "- **Mean normalised rank.** The mean of a row's normalised ranks over the boards it has a result on; "
     "the next column says how many boards that is, the last which are missing. Missing results are never "
     "filled in, so two means compare rows only when they cover the same boards: rows are sorted by coverage, "
@@ -46,8 +49,11 @@ READING_GUIDE = [
     "correlation sums, or ranked detections). Boards whose runs have no per-sample scores show none.",
     "- **Ties.** Every pair of ranked rows on a board gets a paired bootstrap test on the same samples; "
     f"the p-values are Holm-adjusted over all pairs of the board. A row is tied with the row above when "
-    f"that adjacent pair's adjusted p-value is ≥ {ALPHA}; tied rows share a group letter (A for the top "
-    "group). Chained ties are not transitive: A-rows at either end of a group may still differ. "
+    f"that adjacent pair's adjusted p-value is ≥ {ALPHA}, or when their difference is within the larger of the "
+    "two runs' recorded cross-CPU tolerances; tied rows share a group letter (A for the top group). Each board "
+    "states the smallest difference it resolves (the median half-width of its paired differences' intervals): "
+    "tied means under about that, not equal. Chained ties are not transitive: A-rows at either end of a group may "
+    "still differ. "
     "[Compare](compare.md) gives the verdict for any two rows directly.",
     "- **Board codes** (B-3031, in each board's tooltip and the list below) are the first hex digits of the "
     "board's comparability key: a code never changes when another board is added.",
@@ -80,6 +86,7 @@ def render_index(
         "The data, in CSV, Parquet and JSON, and how to cite it: "
         "[Downloads](downloads.md). How to re-run any row: [Reproduce](reproduce.md).",
         "",
+        *render_standing(analysis),
         "## All boards at a glance { #cross-task }",
         "",
     ]
@@ -125,6 +132,65 @@ def render_index(
         lines.append("No backbones recorded yet.")
     # No table of contents beside the page: the cross-task table gets the room.
     return page(lines, ["hide:", "  - toc"])
+
+
+# -- overall standing ---------------------------------------------------------------------------------
+
+FIRST_SURE = 0.95  # a row first in at least this share of board resamples leads for real; below, the lead is open
+
+
+def _top_groups(standing: Standing, analysis: Analysis) -> int:
+    """Boards on which the row is in tie group A: where nothing ranked resolves above it."""
+    row = standing.row
+    return sum(1 for b in analysis.columns
+               if (found := analysis.cells.get((row.backbone_name, row.layers, b["comparability_key"]))) is not None
+               and analysis.stats[b["comparability_key"]].groups.get(found["run_id"]) == "A")
+
+
+def _standing_rows(standings: list[Standing], analysis: Analysis) -> list[list[str]]:
+    return [[backbone_link(s.row.backbone_name, "", s.row.label),
+             with_interval(s.row.aggregate, s.interval, digits=2), f"{s.covered} of {len(analysis.columns)}",
+             f"{s.first:.0%}", str(_top_groups(s, analysis))] for s in standings]
+
+
+def render_standing(analysis: Analysis) -> list[str]:
+    """Who is best overall, at what, and whether it is real: each pretrained row's mean normalised rank with a
+    bootstrap interval over boards, its coverage, how often it comes first, and on how many boards it is in the
+    top tie group; rows covering every board apart from rows covering fewer, which are never sorted above them."""
+    if not analysis.standings:
+        return []
+    header = ["Backbone", "Mean normalised rank [95% CI]", "Boards", "First in", "Tie group A on"]
+    full = [s for s in analysis.standings if not s.tier]
+    partial = [s for s in analysis.standings if s.tier]
+    lines = [
+        "## Overall standing { #standing }",
+        "",
+        "A row's mean normalised rank over the boards it has a result on (0: best on every board, 1: last), with a "
+        f"95% percentile interval from resampling the boards with replacement ({RESAMPLES} resamples, seeded from "
+        "the board keys): how much the mean depends on which boards happen to be in the corpus. *First in*: the "
+        "share of those resamples in which the row's mean is the best (or tied best) of the rows covering the same "
+        f"boards; under {FIRST_SURE:.0%}, its lead is not resolved by these boards. *Tie group A on*: the boards "
+        "where no ranked row is resolved above it. The interval does not cover the boards' own sampling error, "
+        "which each board's tie groups do.",
+        "",
+    ]
+    if full:
+        best = min(full, key=lambda s: (s.row.aggregate, s.row.label))
+        verdict = ("a resolved lead" if best.first >= FIRST_SURE else
+                   f"not a resolved lead (under {FIRST_SURE:.0%})")
+        interval = with_interval(best.row.aggregate, best.interval, digits=2)
+        lines += [f"Best over all {len(analysis.columns)} boards: **{cell(best.row.label)}**, mean normalised rank "
+                  f"{interval}, first in {best.first:.0%} of board resamples: {verdict}.", "",
+                  *table(header, _standing_rows(full, analysis)), ""]
+    else:
+        lines += ["No row has a result on every board, so no row's mean covers them all.", ""]
+    if partial:
+        lines += ["### Partial coverage", "",
+                  "Rows with results on fewer boards: each mean is over its own boards, so it compares only with rows "
+                  "covering the same boards (listed together, most boards first; *First in* is among those). "
+                  "A low mean over a few boards does not place a row above the rows covering more.", "",
+                  *table(header, _standing_rows(partial, analysis)), ""]
+    return lines
 
 
 # -- agreement ---------------------------------------------------------------------------------------

@@ -157,6 +157,9 @@ def _placement(record: Record, analysis: Analysis, prefix: str) -> list[str]:
             where = board_link(f"{stats.code} {stats.label}", board["task"], board["comparability_key"], prefix)
             if row["control"]:
                 place = "a control, listed but not ranked"
+            elif row.get("gated") and stats.floor is not None:
+                place = (f"not ranked: no better than the board's floor, {stats.floor.source} "
+                         f"({stats.floor.value:.4f})")
             elif row["rank"] is None:
                 place = "not ranked (no headline value)"
             else:
