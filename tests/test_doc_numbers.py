@@ -69,3 +69,24 @@ def test_a_stale_number_is_rewritten_and_a_missing_source_is_an_error(corpus, tm
         doc_numbers.fill("<!--vb run;nope-task@x;top1-->1<!--/vb-->", corpus, ROOT)
     with pytest.raises(doc_numbers.SourceError, match="no results file"):
         doc_numbers.fill("<!--vb bench;no_such_bench;x-->1<!--/vb-->", corpus, tmp_path)
+
+
+def test_readme_grid_table_is_params_yaml(corpus, tmp_path):
+    """The README's grid table is generated from params.yaml between `<!--vb grids-->` markers: one row per grid,
+    each naming every backbone and task it declares, and a grid added to params.yaml appears on the next rewrite."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (table,) = [m["value"] for m in doc_numbers.MARKER.finditer(readme) if m["source"] == "grids"]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [row.split(" | ")[0].strip("|` ") for row in rows] == list(params["grids"])
+    for row, grid in zip(rows, params["grids"].values(), strict=True):
+        assert all(task in row for task in grid["tasks"])
+        assert all(backbone.replace(".random", "@random") in row for backbone in grid["backbones"])
+    extra = {"backbones": ["sobel"], "tasks": {"edge": "scenes"}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**params, "grids": {**params["grids"], "extra": extra}},
+                                                         sort_keys=False))
+    grown = doc_numbers.fill("<!--vb grids--><!--/vb-->", corpus, tmp_path)
+    assert grown.splitlines()[-2] == "| `extra` | sobel | edge (scenes) | — | scenes: bundled or generated |"
+    assert doc_numbers.fill(grown, corpus, tmp_path) == grown  # a fresh generation rewrites nothing

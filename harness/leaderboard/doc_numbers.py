@@ -8,6 +8,7 @@ names its source; the value between the markers is what this module computes fro
     <!--vb bench;hed_bsds_anchor;ODS F;.3f-->0.727<!--/vb-->           a benchmark measurement's median
     <!--vb ratio;cpu_precision;resnet18: int8 (x86) ÷ fp32;.1f-->15.8<!--/vb-->   a benchmark ratio
     <!--vb detail;hed_bsds_anchor;ODS F;images-->40<!--/vb-->          a detail a measurement records
+    <!--vb grids-->| grid | … |<!--/vb-->                              the grids of params.yaml, as a table
 
 (`bench` and `ratio` read `benchmarks/results/<bench>-<machine>.json`, the first machine's file by name.) The
 markers are HTML comments, invisible on the site and on GitHub. tests/test_doc_numbers.py fails when a marked
@@ -17,11 +18,16 @@ that moves a number, `python -m harness.leaderboard.doc_numbers` rewrites the ma
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from harness.core import paths
+from harness.core.config import canonical_backbone
 from harness.leaderboard.references import medians, results_files
 from harness.runs.records import Record, read_records
 
@@ -66,7 +72,39 @@ def value_of(source: str, corpus: dict[str, Record], root: Path) -> str:
         if name not in ratios:
             raise SourceError(f"{files[0]['path']} has no ratio {name!r}")
         return format(ratios[name], form)
-    raise SourceError(f"unknown source kind {kind!r} (run, count, bench, ratio, detail)")
+    if kind == "grids":
+        return "\n" + "\n".join(grid_table(yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")))) + "\n"
+    raise SourceError(f"unknown source kind {kind!r} (run, count, bench, ratio, detail, grids)")
+
+
+_DATA_KEYS = ("root", "source")  # a dataset spec's keys naming a folder it reads (harness.datasets.kinds)
+
+
+def _setting(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": ")) if isinstance(value, list | dict) else str(value)
+
+
+def grid_table(params: dict[str, Any]) -> list[str]:
+    """Every grid of `params` (params.yaml as loaded) as a Markdown table: its backbones, its tasks with the dataset
+    each reads, the probe settings it overrides, and the data it needs (a folder to point at, or another grid's
+    features); generated, so the README never lists a shape the grids do not have."""
+    lines = ["| grid | backbones | tasks (dataset) | settings | data it reads |", "|---|---|---|---|---|"]
+    for name, grid in params["grids"].items():
+        backbones = ", ".join(canonical_backbone(b) for b in grid["backbones"])
+        tasks = ", ".join(f"{task} ({dataset})" for task, dataset in grid["tasks"].items())
+        settings = dict.fromkeys(f"{key}: {_setting(value)}" for block in (grid.get("probes") or {}).values()
+                                 for key, value in block.items())
+        for key, value in (grid.get("fewshot") or {}).items():
+            settings[f"few-shot {key}: {_setting(value)}"] = None
+        data = []
+        for dataset in dict.fromkeys(grid["tasks"].values()):
+            source = (grid.get("features_from") or {}).get(dataset)
+            spec = params["datasets"].get(dataset, {})
+            folder = next((spec[key] for key in _DATA_KEYS if spec.get(key)), None)
+            data.append(f"{dataset}: the `{source}` grid's features" if source
+                        else f"{dataset}: `{folder}`" if folder else f"{dataset}: bundled or generated")
+        lines.append(f"| `{name}` | {backbones} | {tasks} | {'; '.join(settings) or '—'} | {'; '.join(data)} |")
+    return lines
 
 
 def fill(text: str, corpus: dict[str, Record], root: Path) -> str:
