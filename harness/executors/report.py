@@ -17,7 +17,7 @@ import yaml
 
 from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
-from harness.core.config import Params, canonical_backbone, load_params, probe_block
+from harness.core.config import ConfigError, Params, canonical_backbone, load_params, probe_block
 from harness.pipeline.plan import Run
 from harness.runs.fewshot import stage_shots
 from harness.runs.records import Failure, Record, dump_record, read_records
@@ -34,17 +34,32 @@ def stages_for(runs: list[Run]) -> list[str]:
     return list(dict.fromkeys([paths.CODE_STAGE, *prepare, *extract, *(run.stage for run in runs)]))
 
 
-def damaged_runs(params: Params, selected: list[Run]) -> list[tuple[Run, str]]:
+def readable_locks() -> dict[str, dict]:
+    """Every lock file's entries (dvcfiles.read_locks); a lock file cut short or edited by hand is a one-line
+    ConfigError naming it and the fix, before DVC starts (DVC's own refusal is a traceback of its parser)."""
+    entries: dict[str, dict] = {}
+    for lock in dvcfiles.lock_files():
+        try:
+            entries.update(dvcfiles.read_lock_file(lock))
+        except (yaml.YAMLError, AttributeError, UnicodeDecodeError) as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ConfigError(f"{lock} is not a lock file DVC can read{where}: restore it with `git checkout -- "
+                              f"{lock}`, or delete it (every stage it locked then runs again)") from None
+    return entries
+
+
+def damaged_runs(params: Params, selected: list[Run], locks: dict[str, dict]) -> list[tuple[Run, str]]:
     """The runs outside `selected` whose probe stage's outputs, as its dvc.lock entry names them, are missing or
     not the size it records (a record deleted or cut short by hand), each with the first such path. Collect
     refuses to write a corpus without them, so every run brings their stages back up to date (DVC finds them
-    stale) instead of failing until someone runs exactly that one. Stat calls only: no file is read or hashed."""
+    stale) instead of failing until someone runs exactly that one. `locks`: readable_locks(). Stat calls only:
+    no file is read or hashed."""
     from pathlib import Path
 
     from harness.pipeline.plan import select_runs
 
     chosen = {run.stage for run in selected}
-    locks = dvcfiles.read_locks()
     damaged = []
     for run in select_runs(params)[0]:
         if run.stage in chosen or run.stage not in locks:

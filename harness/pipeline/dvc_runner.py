@@ -34,6 +34,7 @@ _BUSY = re.compile(r"^(?:ERROR|WARNING): (Unable to acquire lock|'.+' is busy)")
 # Arguments longer than this (joined) reach DVC through a file (harness.pipeline.dvc_args), not its argv: DVC
 # rewrites its whole argv into .dvc/tmp/rwlock for every path of every stage it checks
 ARGV_LIMIT = 1024
+FINAL_STAGES = ("collect", "site")  # the corpus from every record, then the site from it: run only in that order
 
 
 class WorkspaceBusy(RuntimeError):
@@ -145,13 +146,16 @@ def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
     log.info("dvc status: %d of %d stages out of date%s; dvc repro of those and the %d reading their outputs",
              len(stale & set(targets)), len(targets), f", {len(force)} forced" if force else "",
              len(todo) - len(stale | set(force)))
-    # DVC forces every target of a `dvc repro --force`, so forced stages go in a call of their own, in order
-    batches = [(forced, list(group)) for forced, group in itertools.groupby(todo, key=lambda t: t in force)]
+    # DVC forces every target of a `dvc repro --force`, so forced stages go in a call of their own, in order; and
+    # collect and site go in one without --keep-going: with --single-item, DVC's --keep-going runs the site on
+    # the old corpus after collect refused to write one (a record lost), and locks both as if all were well
+    batches = [(key, list(group)) for key, group in
+               itertools.groupby(todo, key=lambda t: (t in force, t in FINAL_STAGES))]
     progress = _Progress(len(todo))
     code = 0
-    for forced, batch in batches:
-        args = ["repro", "--single-item", "--keep-going", *(["--force"] if forced else []), "--glob",
-                *grouped(batch, patterns=True, docs=docs)]
+    for (forced, final), batch in batches:
+        args = ["repro", "--single-item", *([] if final else ["--keep-going"]), *(["--force"] if forced else []),
+                "--glob", *grouped(batch, patterns=True, docs=docs)]
         log.info("$ dvc %s", " ".join([*args[:args.index("--glob") + 1], f"<{len(batch)} stages>"]))
         code = _repro(args, progress) or code
     log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(progress.seen), progress.ran,

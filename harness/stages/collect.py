@@ -9,29 +9,63 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from pathlib import Path
 
-from harness.core import paths
-from harness.core.config import Params, load_params
+from harness.core import dvcfiles, paths
+from harness.core.config import Params, canonical_backbone, load_params
 from harness.runs.fewshot import stage_shots
-from harness.runs.records import Record, read_records, write_records
+from harness.runs.records import Record, RecordError, read_records, write_records
 from harness.stages import common
 
 log = logging.getLogger("visbench")
 
 
+def _retry(grid: str, task: str, backbone: str) -> str:
+    return f"visbench-harness grid={grid} task={task} backbone={canonical_backbone(backbone)}"
+
+
+def _read(path: Path, fix: str) -> list[Record]:
+    """The records of `path`; a file cut short or edited by hand stops the stage in one line naming it and `fix`
+    (not a traceback, and not a corpus without it)."""
+    try:
+        records = read_records(path)
+    except (RecordError, UnicodeDecodeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise common.StageFailed(f"{path} cannot be read ({first[:300]}): {fix}; the corpus is left as it "
+                                 "was") from None
+    if not records:  # emptied: as lost as a deleted record
+        raise common.StageFailed(f"{path} is empty: {fix}; the corpus is left as it was")
+    return records
+
+
 def run(params: Params) -> list[Record]:
     records, failed = [], []
+    locks: dict[str, dict] | None = None
     for grid_name, grid in sorted(params.grids.items()):
         for task in sorted(grid.tasks):
             for backbone in grid.backbones:
+                stage = paths.stage_name(grid_name, task, backbone)
+                retry = _retry(grid_name, task, backbone)
                 for shot in stage_shots(params, grid_name):
                     path = paths.record_path(grid_name, task, backbone, shot)
                     if path.is_file():
-                        records += [r for r in read_records(path) if r.status == "ok"]
-                attempt = paths.failure_path(paths.stage_name(grid_name, task, backbone))
+                        fix = f"`{retry}` runs its stage again and rewrites it"
+                        records += [r for r in _read(path, fix) if r.status == "ok"]
+                        continue
+                    # a run that never ran has no record; one whose stage dvc.lock names it had one, and a
+                    # corpus without it would drop its row from the site without a word
+                    locks = dvcfiles.read_locks() if locks is None else locks
+                    outs = {os.path.normpath(out.get("path", "")) for out in locks.get(stage, {}).get("outs", [])}
+                    if os.path.normpath(path) in outs or os.path.normpath(path.parent) in outs:
+                        raise common.StageFailed(
+                            f"{path} is missing, though dvc.lock says stage {stage} wrote it (deleted or moved?): "
+                            f"`{retry}` (or any `visbench-harness` run) runs its stage again and restores it; the "
+                            "corpus is left as it was")
+                attempt = paths.failure_path(stage)
                 if attempt.is_file():
-                    failed += read_records(attempt)
+                    failed += _read(attempt, f"delete it (a failed attempt only) and run `{retry}` to try again")
     records.sort(key=lambda r: r.run_id)
     failed.sort(key=lambda r: r.run_id)
     write_records(paths.CORPUS, records)
