@@ -99,6 +99,10 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
     for chance in chances:
         rows.append(["chance", cell(f"chance: {chance.predictor}"), number(chance.metrics.get(headline)), MISSING,
                      *(number(chance.metrics.get(n)) for n in others), "analytic"])
+    if stats.floor is not None and not any(f"chance ({c.predictor})" == stats.floor.source for c in chances):
+        # an image-blind baseline the runs recorded: the floor the table's "under floor" rows did not beat
+        rows.append(["floor", cell(stats.floor.source), number(stats.floor.value), MISSING,
+                     *(MISSING for _ in others), "recorded by the runs"])
     lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
     if any(row["metrics"].get(headline) is not None for row in board["rows"]):  # what plots_boards draws
         lines += [f"![{attribute(stats.label)}: {cell(headline)} per row with its 95% interval]"

@@ -148,9 +148,12 @@ def _top_groups(standing: Standing, analysis: Analysis) -> int:
 
 
 def _standing_rows(standings: list[Standing], analysis: Analysis) -> list[list[str]]:
+    tiers = [s.tier for s in analysis.standings]
+    # a row alone on its boards is first of nothing: no other row's mean is over the same boards
     return [[backbone_link(s.row.backbone_name, "", s.row.label),
              with_interval(s.row.aggregate, s.interval, digits=2), f"{s.covered} of {len(analysis.columns)}",
-             f"{s.first:.0%}", str(_top_groups(s, analysis))] for s in standings]
+             f"{s.first:.0%}" if tiers.count(s.tier) > 1 else "alone on its boards",
+             str(_top_groups(s, analysis))] for s in standings]
 
 
 def render_standing(analysis: Analysis) -> list[str]:
@@ -176,11 +179,12 @@ def render_standing(analysis: Analysis) -> list[str]:
     ]
     if full:
         best = min(full, key=lambda s: (s.row.aggregate, s.row.label))
-        verdict = ("a resolved lead" if best.first >= FIRST_SURE else
-                   f"not a resolved lead (under {FIRST_SURE:.0%})")
+        verdict = ("the only row on every board, so compared with none" if len(full) == 1 else
+                   f"first in {best.first:.0%} of board resamples: a resolved lead" if best.first >= FIRST_SURE else
+                   f"first in {best.first:.0%} of board resamples: not a resolved lead (under {FIRST_SURE:.0%})")
         interval = with_interval(best.row.aggregate, best.interval, digits=2)
         lines += [f"Best over all {len(analysis.columns)} boards: **{cell(best.row.label)}**, mean normalised rank "
-                  f"{interval}, first in {best.first:.0%} of board resamples: {verdict}.", "",
+                  f"{interval}, {verdict}.", "",
                   *table(header, _standing_rows(full, analysis)), ""]
     else:
         lines += ["No row has a result on every board, so no row's mean covers them all.", ""]
