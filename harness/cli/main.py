@@ -106,9 +106,9 @@ def run_grid(overrides: dict) -> int:
 
     executor = check_executor(overrides)
     _check_committed_code(overrides)
-    from harness.executors.report import readable_locks
+    from harness.executors.report import locked_outs
 
-    locks = readable_locks()  # a lock file cut short: one line naming it, before the pipeline or DVC reads it
+    locks = locked_outs()  # a lock file cut short: one line naming it, before the pipeline or DVC reads it
     default = None if {"grid", "task", "backbone"} & set(overrides) else DEFAULT_GRID
     params, runs = _selected_runs(overrides, default, check=False)
     from harness.pipeline.checks import layout_problems
