@@ -58,7 +58,9 @@ def run(params: Params) -> list[Record]:
                     # corpus without it would drop its row from the site without a word
                     locks = dvcfiles.read_locks() if locks is None else locks
                     outs = {os.path.normpath(out.get("path", "")) for out in locks.get(stage, {}).get("outs", [])}
-                    if os.path.normpath(path) in outs or os.path.normpath(path.parent) in outs:
+                    # a few-shot stage's out is its folder: a (k, seed) added to params.yaml has no file yet
+                    folder = os.path.normpath(path.parent) in outs and not path.parent.exists()
+                    if os.path.normpath(path) in outs or folder:
                         raise common.StageFailed(
                             f"{path} is missing, though dvc.lock says stage {stage} wrote it (deleted or moved?): "
                             f"`{retry}` (or any `visbench-harness` run) runs its stage again and restores it; the "
