@@ -82,7 +82,9 @@ def headlines(records: list[Record], yours: int, root: Path = Path(".")) -> list
 
 
 def _headline(record: Record, analysis: Analysis, ours: set[str], by_run: dict[str, Record]) -> Headline:
-    board = next(b for b in analysis.boards if any(row["run_id"] == record.run_id for row in b["rows"]))
+    board = next((b for b in analysis.boards if any(row["run_id"] == record.run_id for row in b["rows"])), None)
+    if board is None:  # a few-shot run is on no board: its number alone
+        return Headline(record.run_id, record.backbone_name, "-", record.headline_metric, record.headline, None, None)
     key, metric = board["comparability_key"], board["headline_metric"]
     stats = analysis.stats[key]
     row = next(r for r in board["rows"] if r["run_id"] == record.run_id)
