@@ -439,6 +439,32 @@ def test_compare_page_shows_the_chosen_pair_either_way_round(driver, base_url):
     assert_no_errors_and_only_local_requests(driver, base_url)
 
 
+def test_compare_page_at_1400_px_shows_every_column_and_keeps_the_pair_in_the_address(driver, base_url):
+    """At a laptop's 1400 px the chosen pair's values, difference with its interval, Holm p and verdict are in view
+    without a sideways scroll, on every board both rows are on; the pair is in the address, so a reload keeps it."""
+    size = driver.get_window_size()
+    driver.set_window_size(1400, 900)
+    try:
+        open_page(driver, base_url + "compare/")
+        labels = _options(driver, "A")
+        pretrained = [label for label in labels if not label.endswith("@random")]
+        a, b = (pretrained if len(pretrained) >= 2 else labels)[:2]
+        _choose(driver, "A", a)
+        _choose(driver, "B", b)
+        rows = driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare")
+        assert rows
+        table = driver.find_element(By.CSS_SELECTOR, ".vb-compare table")
+        where = _pinned_after_scrolling(driver, table, 8)
+        assert where["tableWidth"] <= where["boxWidth"] + 1, f"the compare table scrolls at 1400 px: {where}"
+        open_page(driver, driver.current_url)
+        assert [driver.execute_script(f"return document.querySelector('select[name=\"{n}\"]').value")
+                for n in "AB"] == [a, b]
+        assert driver.execute_script(VISIBLE_ROWS_JS, ".vb-compare") == rows
+        screenshot(driver, "compare-1400px")
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
 def test_download_links_serve_the_files_their_sha256_names(driver, base_url):
     import hashlib
     import urllib.request
