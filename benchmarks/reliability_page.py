@@ -52,6 +52,7 @@ class FaultResults(BaseModel):
     python: str
     git_commit: str | None
     measured: str
+    load_average: list[float] | None = None  # 1, 5 and 15 minutes, as the suite ended: the heal times' context
     rows: dict[str, Row] = Field(min_length=1)
 
 
@@ -93,15 +94,17 @@ def render(loaded: list[FaultResults]) -> str:
              "is lost or changed, and that one plain re-run (the same command, or the one the line names) heals "
              "it. **heals**: the re-run alone brings everything back; **refused in one line**: the run stops before "
              "any harm, in one line naming the file and the command that heals it. The time to heal is the "
-             "healing run's wall time on the machine named.", "",
+             "healing run's wall time on the machine named, a shared one: compare rows, not machines.", "",
              f"Regenerate: `VISBENCH_FAULTS_RESULTS=1 .venv/bin/python -m pytest -m dvc tests/test_faults.py`, then "
              f"`.venv/bin/{COMMAND}`.", ""]
     if not loaded:
         lines += ["No results yet.", ""]
     for results in loaded:
         commit = f", commit `{results.git_commit[:12]}`" if results.git_commit else ""
+        load = (f", load average {' / '.join(f'{value:.1f}' for value in results.load_average)} (1 / 5 / 15 min) "
+                "as the suite ended" if results.load_average else "")
         lines += [f"## {results.machine}", "",
-                  f"{results.cpu}, Python {results.python}{commit}, measured {results.measured}.", "",
+                  f"{results.cpu}, Python {results.python}{commit}, measured {results.measured}{load}.", "",
                   "| fault | result | time to heal (s) | what the run says | test |",
                   "| --- | --- | --- | --- | --- |"]
         for name, row in results.rows.items():

@@ -169,12 +169,12 @@ def _write_outcomes() -> Iterator[None]:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # `benchmarks` is a folder of scripts, not an installed package
     from benchmarks.reliability_page import results_file
-
     from harness.core.devices import cpu_model
     from harness.runs.environment import code_commit
 
     payload = {"machine": this_machine(), "cpu": cpu_model(), "python": platform.python_version(),
                "git_commit": code_commit(), "measured": time.strftime("%Y-%m-%d", time.gmtime()),
+               "load_average": [round(value, 2) for value in os.getloadavg()],
                "rows": {row: OUTCOMES[row] for row in sorted(OUTCOMES)}}
     target = results_file(payload["machine"])
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -292,6 +292,39 @@ def test_a_full_or_read_only_results_folder(project, fault):
         fix = "free space and re-run" if fault == "ENOSPC" else "make the filesystem writable and re-run"
         line = line_with(failed.stdout + failed.stderr, str(RECORD.parent), fix)
         assert files(project, RECORD, SAMPLES) == kept
+    assert files(project, RECORD, SAMPLES) == kept and records(project) == before
+    outcome(row, "heals", line)
+    heal(row, project, "task=classification", "force=true", before=before)
+
+
+def test_enospc_at_the_write_call_in_process(project, monkeypatch, capsys):
+    """ENOSPC where no filesystem can be mounted (any user): the probe stage run in this process, as DVC would
+    start it, with os.replace failing with ENOSPC at its first rename into results/: exit 1, one line naming the
+    file and the fix, the ok record byte for byte; then the same CLI command heals it."""
+    import errno
+
+    from harness.stages import probe
+
+    row = "disk full (ENOSPC) at the rename, stage in-process"
+    before, kept = records(project), files(project, RECORD, SAMPLES)
+    real_replace = os.replace
+    failed_once: list[str] = []
+
+    def full_disk(source, target, *args, **kwargs):
+        if not failed_once and "results" in Path(target).parts:
+            failed_once.append(str(target))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        return real_replace(source, target, *args, **kwargs)
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(os, "replace", full_disk)
+    code = probe.main(["g", "classification", BACKBONE, "--code", "harness/probes/classification.py", "--dataset",
+                       "tiny", "--features", "g"])
+    monkeypatch.setattr(os, "replace", real_replace)
+    err = capsys.readouterr().err
+    assert code == 1 and failed_once, err
+    line = line_with(err, str(RECORD.parent), "free space and re-run")
+    assert err.strip().count("\n") == 0, err
     assert files(project, RECORD, SAMPLES) == kept and records(project) == before
     outcome(row, "heals", line)
     heal(row, project, "task=classification", "force=true", before=before)

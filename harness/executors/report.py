@@ -198,12 +198,13 @@ def clear_healed_upstream_failures(runs: list[Run]) -> list[Run]:
             continue
         if len(causes) == 1 and None not in causes:
             healed[run.stage] = (run, causes.pop())
-    stale = stale_stages(list(healed), echo=False) if healed else set()
+    asked = list(dict.fromkeys([*healed, *(cause for _, cause in healed.values())]))
+    stale = stale_stages(asked, echo=False) if healed else set()
     if stale is None:  # DVC could not tell: the files stay, and the next run looks again
         return []
     cleared = []
     for stage, (run, cause) in healed.items():
-        if stage in stale:
+        if stage in stale or cause in stale:  # the upstream stage too: ok again means it ran since, and is locked
             continue
         paths.failure_path(stage).unlink(missing_ok=True)
         log.info("%s: %s is ok again and the run is up to date; its failed attempt is cleared", stage, cause)
