@@ -298,6 +298,11 @@ def test_killing_the_cli_group_takes_dvc_and_its_stage_with_it_and_a_re_run_succ
     os.killpg(cli.pid, signal.SIGKILL)
     cli.wait()
     assert _wait_for(lambda: not _alive(stage) and not _alive(dvc), timeout=10), "DVC or its stage outlived the CLI"
+    # killed without its cleanup, DVC left its rwlock naming its dead pid: the re-run must not take that for busy
+    held = json.loads((project / ".dvc" / "tmp" / "rwlock").read_text())
+    owners = {info["pid"] for info in held.get("write", {}).values()}
+    owners |= {info["pid"] for infos in held.get("read", {}).values() for info in infos}
+    assert owners and not any(_alive(pid) for pid in owners)
     (project / "hold").unlink()
     again = subprocess.run([sys.executable, "-c", RUNNER], cwd=project, env=env, capture_output=True, text=True,
                            timeout=120)
