@@ -308,3 +308,40 @@ def test_killing_the_cli_group_takes_dvc_and_its_stage_with_it_and_a_re_run_succ
                            timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert (project / "out.txt").read_text() == "done"
+
+
+def test_a_lock_entry_whose_pid_was_reused_is_cleared_with_one_line(tmp_path, monkeypatch):
+    """DVC's rwlock naming a pid that is now another process, started after the lock was written (its DVC died
+    and the pid came back, as a container's pids do): DVC takes it for a live holder and refuses as busy; the CLI
+    says so in one line, clears those entries, and the same command then runs."""
+    project = _chain_project(tmp_path, monkeypatch)
+    rwlock = project / ".dvc" / "tmp" / "rwlock"
+    rwlock.parent.mkdir(parents=True, exist_ok=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        # the entry a dead `dvc repro` left, a minute before `other` started under the same pid
+        rwlock.write_text(json.dumps({"write": {str(project / "a.txt"): {"pid": other.pid, "cmd": "dvc repro"}},
+                                      "read": {}}))
+        written = time.time() - 60
+        os.utime(rwlock, (written, written))
+        with pytest.raises(dvc_runner.WorkspaceBusy, match=rf"named pid {other.pid}, which is now another process"):
+            dvc_runner.repro_with_progress(["first", "second"])  # both blocked: nothing ran
+        assert str(other.pid) not in rwlock.read_text()
+        assert dvc_runner.repro_with_progress(["first", "second", "other"]) == 0
+        assert (project / "b.txt").read_text() == "1\n"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_live_holder_of_the_lock_is_left_alone(tmp_path, monkeypatch):
+    """A pid that started before the lock was written may hold it: nothing is cleared, the message is DVC's
+    one-command-per-workspace line."""
+    project = _chain_project(tmp_path, monkeypatch)
+    rwlock = project / ".dvc" / "tmp" / "rwlock"
+    rwlock.parent.mkdir(parents=True, exist_ok=True)
+    holder = {"write": {str(project / "a.txt"): {"pid": os.getpid(), "cmd": "dvc repro"}}, "read": {}}
+    rwlock.write_text(json.dumps(holder))
+    with pytest.raises(dvc_runner.WorkspaceBusy, match="another DVC command holds this workspace's lock"):
+        dvc_runner.repro_with_progress(["first", "second"])
+    assert json.loads(rwlock.read_text()) == holder

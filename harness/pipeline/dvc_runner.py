@@ -209,11 +209,62 @@ def _repro(args: list[str], progress: _Progress) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    if code and busy and len(progress.seen) == seen_before:
-        # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
-        raise WorkspaceBusy("another DVC command holds this workspace's lock (.dvc/tmp/lock), so nothing ran: run "
-                            "the same command again once it has finished (DVC runs one command per workspace)")
+    if code and busy:
+        reused = clear_reused_lock_pids()
+        message = ""
+        if reused:
+            pid, command = reused[0]
+            message = (f"{RWLOCK} named pid {pid}, which is now another process ({command[:80]}), started after the "
+                       "lock was written: the DVC that held it died and its pid was reused (a container's pids start "
+                       "again at 1), and DVC refused the stages it blocked; its entries are cleared: run the same "
+                       "command again")
+        if len(progress.seen) == seen_before:
+            # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
+            raise WorkspaceBusy(message or "another DVC command holds this workspace's lock (.dvc/tmp/lock), so "
+                                "nothing ran: run the same command again once it has finished (DVC runs one command "
+                                "per workspace)")
+        if message:
+            log.error("%s", message)
     return code
+
+
+RWLOCK = Path(".dvc/tmp/rwlock")  # DVC's record of the paths each running DVC process holds (dvc/rwlock.py)
+
+
+def clear_reused_lock_pids() -> list[tuple[int, str]]:
+    """Remove from DVC's rwlock the entries whose pid is now a process started after the file was last written:
+    that process cannot have written them, so their DVC is dead, its pid reused. DVC drops the entries of a pid
+    that no longer exists (dvc/rwlock.py `_check_blockers`) but takes any live process for their holder, and
+    refused every later command as busy. Edited under DVC's own guard of the file (rwlock.lock). The pids and
+    what each is now."""
+    import psutil
+    import zc.lockfile
+
+    try:
+        written = RWLOCK.stat().st_mtime
+        guard = zc.lockfile.LockFile(str(RWLOCK.with_name("rwlock.lock")))
+    except (OSError, zc.lockfile.LockError):  # no lock file, or DVC is editing it right now: nothing cleared
+        return []
+    try:
+        lock = json.loads(RWLOCK.read_text())
+        reused: dict[int, str] = {}
+        entries = [*lock.get("write", {}).values(), *(i for infos in lock.get("read", {}).values() for i in infos)]
+        for info in entries:
+            with contextlib.suppress(psutil.Error, TypeError, ValueError, AttributeError):
+                process = psutil.Process(int(info["pid"]))
+                if process.create_time() > written + 1:  # a second of slack for the clocks' resolutions
+                    reused[int(info["pid"])] = " ".join(process.cmdline()) or process.name()
+        if not reused:
+            return []
+        lock["write"] = {path: info for path, info in lock.get("write", {}).items() if info.get("pid") not in reused}
+        lock["read"] = {path: kept for path, infos in lock.get("read", {}).items()
+                        if (kept := [i for i in infos if i.get("pid") not in reused])}
+        RWLOCK.write_text(json.dumps(lock))
+        return sorted(reused.items())
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # not DVC's format: DVC says so itself
+        return []
+    finally:
+        guard.close()
 
 
 def grouped(targets: list[str], patterns: bool = False, docs: dict[Path, dict[str, Any]] | None = None
