@@ -1,7 +1,8 @@
 """collect never writes a corpus short of a record it should hold (issue 47 item 4), without DVC: a record
 dvc.lock says its stage wrote, now missing, and a record cut short or edited by hand each stop the stage in one
 line naming the file and the command that heals it, the corpus left as it was; a run that never ran is no
-refusal. The same faults on a real DVC project, healed by a plain re-run: tests/test_faults.py."""
+refusal. And a failed attempt the CLI wrote for a failed upstream stage goes once that stage is ok again (item 1).
+The same faults on a real DVC project, healed by a plain re-run: tests/test_faults.py."""
 
 from __future__ import annotations
 
@@ -56,3 +57,28 @@ def test_a_record_cut_short_or_emptied_is_one_line_not_a_traceback(image_project
         assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
         assert err.startswith(f"collect: FAILED: {RECORD} ") and COMMAND in err
 
+
+
+def test_an_upstream_failure_is_cleared_once_its_stage_and_the_run_are_up_to_date(image_project, monkeypatch):
+    """failures/<probe>.jsonl written for a failed extraction (issue 47 item 1): kept while the extract stage's own
+    failure stands or DVC finds the run or its extraction stale; cleared, and the run ok, once neither is."""
+    from harness.executors import report
+    from harness.pipeline import dvc_runner
+    from harness.pipeline.plan import Run
+
+    run = Run("g", "classification", BACKBONE, "tiny", "g")
+    upstream = {"stage": run.extract_stage, "phase": "extract", "error_type": "OSError",
+                "message": "[Errno 28] No space left on device"}
+    report.record_upstream_failure(run, upstream)
+    own = paths.failure_path(run.stage)
+    stale: set[str] = {run.extract_stage}
+    monkeypatch.setattr(dvc_runner, "stale_stages", lambda stages, docs=None, echo=True: stale & set(stages))
+
+    failed, changed = report.find_failures([run], dvc_failed=False)  # extraction not re-run yet
+    assert [(r.stage, phase) for r, phase, _ in failed] == [(run.stage, "extract")] and own.is_file()
+    stale.clear()
+    stale.add(run.stage)  # extracted again, the run itself still out of date: DVC runs it, not us
+    assert report.find_failures([run], dvc_failed=False)[0] and own.is_file()
+    stale.clear()
+    failed, changed = report.find_failures([run], dvc_failed=False)
+    assert failed == [] and changed and not own.exists()
