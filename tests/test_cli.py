@@ -26,6 +26,8 @@ def _no_subprocesses(monkeypatch, repo_root):
     monkeypatch.setattr(cli, "_dvc", refuse)
     monkeypatch.setattr(cli, "build_html", refuse)
     monkeypatch.setattr(cli.subprocess, "run", refuse)
+    # the committed-code check asks git (a subprocess); this checkout's own edits are not what these tests are about
+    monkeypatch.setattr(cli, "_check_committed_code", lambda overrides: None)
 
 
 def _main(capsys, *argv: str) -> tuple[int, str, str]:
