@@ -335,13 +335,19 @@ def test_a_lock_entry_whose_pid_was_reused_is_cleared_with_one_line(tmp_path, mo
 
 
 def test_a_live_holder_of_the_lock_is_left_alone(tmp_path, monkeypatch):
-    """A pid that started before the lock was written may hold it: nothing is cleared, the message is DVC's
-    one-command-per-workspace line."""
+    """A live process whose command line is the one the entry records, started before the lock was written, may
+    hold it: nothing is cleared, and the message is the one-command-per-workspace line."""
     project = _chain_project(tmp_path, monkeypatch)
     rwlock = project / ".dvc" / "tmp" / "rwlock"
     rwlock.parent.mkdir(parents=True, exist_ok=True)
-    holder = {"write": {str(project / "a.txt"): {"pid": os.getpid(), "cmd": "dvc repro"}}, "read": {}}
-    rwlock.write_text(json.dumps(holder))
-    with pytest.raises(dvc_runner.WorkspaceBusy, match="another DVC command holds this workspace's lock"):
-        dvc_runner.repro_with_progress(["first", "second"])
-    assert json.loads(rwlock.read_text()) == holder
+    # a stand-in for a running `dvc repro`: its command line ends as the command the entry records
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "repro"])
+    try:
+        holder = {"write": {str(project / "a.txt"): {"pid": live.pid, "cmd": "/venv/bin/dvc repro"}}, "read": {}}
+        rwlock.write_text(json.dumps(holder))
+        with pytest.raises(dvc_runner.WorkspaceBusy, match="another DVC command holds this workspace's lock"):
+            dvc_runner.repro_with_progress(["first", "second"])
+        assert json.loads(rwlock.read_text()) == holder
+    finally:
+        live.kill()
+        live.wait()

@@ -443,6 +443,30 @@ def test_two_concurrent_runs(project):
     heal(row, project, "task=classification", "force=true", before=before)
 
 
+def test_a_dvc_lock_entry_whose_pid_was_reused(project):
+    """A DVC killed in a container left .dvc/tmp/rwlock naming its pid, which the next container gave another
+    process: DVC takes it for a live holder; the CLI says so in one line and clears it, and the same command runs."""
+    row = "DVC rwlock naming a reused pid (a container restarted)"
+    before = records(project)
+    rwlock = project / ".dvc" / "tmp" / "rwlock"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        rwlock.write_text(json.dumps({"write": {str(project / RECORD): {"pid": other.pid, "cmd": "dvc repro"}},
+                                      "read": {}}))
+        written = time.time() - 60  # a minute before `other` started
+        os.utime(rwlock, (written, written))
+        refused = cli(project, "task=classification", "force=true")
+        assert refused.returncode == 1, refused.stdout[-3000:] + refused.stderr[-3000:]
+        line = line_with(refused.stdout + refused.stderr, ".dvc/tmp/rwlock", f"named pid {other.pid}",
+                         "run the same command again")
+        assert records(project) == before
+        outcome(row, "refused in one line", line)
+        heal(row, project, "task=classification", "force=true", before=before)
+    finally:
+        other.kill()
+        other.wait()
+
+
 # -- the other agent's rows (issue 47: DVC cache bit rot, an interrupted extraction) -----------------------------------
 
 

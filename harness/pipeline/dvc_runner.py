@@ -214,10 +214,9 @@ def _repro(args: list[str], progress: _Progress) -> int:
         message = ""
         if reused:
             pid, command = reused[0]
-            message = (f"{RWLOCK} named pid {pid}, which is now another process ({command[:80]}), started after the "
-                       "lock was written: the DVC that held it died and its pid was reused (a container's pids start "
-                       "again at 1), and DVC refused the stages it blocked; its entries are cleared: run the same "
-                       "command again")
+            message = (f"{RWLOCK} named pid {pid}, which is now another process ({command[:80]}): the DVC that held "
+                       "it died and its pid was reused (a container's pids start again at 1), and DVC refused the "
+                       "stages it blocked; its entries are cleared: run the same command again")
         if len(progress.seen) == seen_before:
             # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
             raise WorkspaceBusy(message or "another DVC command holds this workspace's lock (.dvc/tmp/lock), so "
@@ -232,11 +231,11 @@ RWLOCK = Path(".dvc/tmp/rwlock")  # DVC's record of the paths each running DVC p
 
 
 def clear_reused_lock_pids() -> list[tuple[int, str]]:
-    """Remove from DVC's rwlock the entries whose pid is now a process started after the file was last written:
-    that process cannot have written them, so their DVC is dead, its pid reused. DVC drops the entries of a pid
-    that no longer exists (dvc/rwlock.py `_check_blockers`) but takes any live process for their holder, and
-    refused every later command as busy. Edited under DVC's own guard of the file (rwlock.lock). The pids and
-    what each is now."""
+    """Remove from DVC's rwlock the entries whose pid is now another process: one whose command line is not the
+    command the entry records, or that started after the file was last written. It cannot have written them, so
+    their DVC is dead, its pid reused. DVC drops the entries of a pid that no longer exists (dvc/rwlock.py
+    `_check_blockers`) but takes any live process for their holder, and refused every later command as busy.
+    Edited under DVC's own guard of the file (rwlock.lock). The pids and what each is now."""
     import psutil
     import zc.lockfile
 
@@ -250,10 +249,14 @@ def clear_reused_lock_pids() -> list[tuple[int, str]]:
         reused: dict[int, str] = {}
         entries = [*lock.get("write", {}).values(), *(i for infos in lock.get("read", {}).values() for i in infos)]
         for info in entries:
-            with contextlib.suppress(psutil.Error, TypeError, ValueError, AttributeError):
+            with contextlib.suppress(psutil.Error, TypeError, ValueError, AttributeError, IndexError):
                 process = psutil.Process(int(info["pid"]))
-                if process.create_time() > written + 1:  # a second of slack for the clocks' resolutions
-                    reused[int(info["pid"])] = " ".join(process.cmdline()) or process.name()
+                command = " ".join(process.cmdline())
+                # DVC records its holder's argv joined (dvc/stage/decorators.py); the holder's command line ends
+                # with its last argument, whatever python or wrapper started it
+                other = not command.endswith(str(info["cmd"]).split(" ")[-1])
+                if other or process.create_time() > written + 1:  # a second of slack for the clocks
+                    reused[int(info["pid"])] = command or process.name()
         if not reused:
             return []
         lock["write"] = {path: info for path, info in lock.get("write", {}).items() if info.get("pid") not in reused}
