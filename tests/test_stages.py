@@ -408,7 +408,18 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
                for r in corpus]
     write_records(paths.CORPUS, swapped)
     bad = [c for c in verify_runs(runs, params) if not c.ok]
-    assert bad and {c.metric for c in bad} == {"samples_sha256"}
+    # the re-run's file is not the one the records name, and neither is the committed file on disk
+    assert bad and {c.metric for c in bad} == {"samples_sha256", "samples_file"}
+
+    # records intact, a committed per-sample file edited on disk: verify checks the file, not only the records
+    write_records(paths.CORPUS, corpus)
+    edited = Path(corpus[0].samples.path)
+    original = edited.read_bytes()
+    edited.write_bytes(original.replace(b"\n", b"\n ", 1))
+    bad = [c for c in verify_runs(runs, params) if not c.ok]
+    assert [(c.run_id, c.metric) for c in bad] == [(corpus[0].run_id, "samples_file")]
+    assert str(edited) in bad[0].note
+    edited.write_bytes(original)
 
     # what another CPU's kernels do: every metric and per-sample score off in the last bits. Exact by default;
     # within a tolerance when one is given, the per-sample files then compared value by value
@@ -429,7 +440,8 @@ def test_verify_reproduces_committed_records_exactly_and_flags_an_edit(project):
     within = verify_runs(runs, params, tolerance=1e-6)
     assert within and all(c.ok for c in within), [c for c in within if not c.ok]
     assert {c.metric for c in within} >= {"samples_max_diff"} and "samples_sha256" not in {c.metric for c in within}
-    assert all(abs(c.difference) == pytest.approx(3e-7, rel=1e-3) for c in within)
+    assert all(abs(c.difference) == pytest.approx(3e-7, rel=1e-3) for c in within if not c.same_or_not)
+    assert all(c.ok for c in within if c.metric == "samples_file")  # the rewritten files match their records
     assert not all(c.ok for c in verify_runs(runs, params, tolerance=1e-7))
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.core import paths
 from harness.core.config import Params
+from harness.core.hashing import sha256_file
 from harness.pipeline.plan import Run
 from harness.runs.records import Record, read_records
 from harness.stages.common import StageFailed
@@ -71,6 +72,15 @@ def compare(committed: Record, reproduced: Record, tolerance: float = 0.0,
             committed.run_id, name, committed.metrics.get(name), reproduced.metrics.get(name),
             max(committed.tolerances.get(name, 0.0), tolerance),
         ))
+    if committed.samples is not None:
+        # the committed file itself, not only the hash its record names: a file edited or rotted on disk would
+        # otherwise pass as long as the re-run agreed with the record
+        on_disk = Path(committed.samples.path)
+        intact = on_disk.is_file() and sha256_file(on_disk) == committed.samples.sha256
+        checks.append(MetricCheck(committed.run_id, "samples_file", 0.0, 0.0 if intact else 1.0, 0.0,
+                                  same_or_not=True,
+                                  note="" if intact else f"{on_disk} is missing or differs from the hash its record "
+                                                         "names: restore it (git checkout, or a plain run)"))
     if committed.samples is not None and reproduced.samples is not None:
         same = committed.samples.sha256 == reproduced.samples.sha256
         if same or not tolerance:
