@@ -19,6 +19,7 @@ from harness.core import paths
 from harness.core.config import canonical_backbone, load_params
 from harness.core.hashing import sha256_file
 from harness.pipeline.checks import missing_requirements
+from harness.pipeline.owed import FINGERPRINTS, owed_stages
 from harness.probes import resampled
 from harness.runs.fewshot import Shot, stage_run_ids, stage_shots
 from harness.runs.records import read_records
@@ -229,9 +230,12 @@ def test_metrics_files_match_records_and_the_sites_intervals(params):
 
     corpus = read_records(ROOT / paths.CORPUS)
     intervals = analyse(connect_corpus(corpus), corpus, ROOT).intervals
+    owed = owed_stages(ROOT)  # written by the code before a committed change; their re-run rewrites them
     fewshot = {}
     for record in corpus:
         grid, task, backbone, shot = _locate(record)
+        if paths.stage_name(grid, task, backbone) in owed:
+            continue
         if shot is not None:
             fewshot.setdefault((grid, task, backbone), []).append(record)
             continue
@@ -333,8 +337,27 @@ def test_dvc_sees_nothing_to_reproduce(params, lock, root_dvc):
     grids = _grids_run_here(params)
     targets = [name for name in lock if name in ("collect", "site") or _grid_of(name) in grids]
     status = dvc_status(root_dvc, *targets)
-    changed = sorted(stage for stage, entries in status.items() if _real_changes(entries))
+    # a stage whose code fingerprint alone moved owes a re-run after a committed code change (harness.pipeline.owed:
+    # a long re-run split by grid); its records still name the commit that produced them. Nothing else may drift.
+    owed = owed_stages(ROOT)
+    changed = sorted(stage for stage, entries in status.items()
+                     if _real_changes(entries) and not (stage in owed and _only_code_moved(entries)))
     assert not changed, "stages out of date with dvc.lock:\n" + "\n".join(changed)
+    print(f"{len(owed & set(status))} of {len(targets)} stages owe a re-run after a committed code change")
+
+
+def _only_code_moved(entries) -> bool:
+    """Whether every change `dvc status` reports (absent cached data aside) is a modified code fingerprint."""
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if not isinstance(entry, dict):
+            return False
+        for kind, changes in entry.items():
+            if not isinstance(changes, dict):
+                return False
+            for path, state in changes.items():
+                if state not in ABSENT and (kind != "changed deps" or not path.startswith(FINGERPRINTS)):
+                    return False
+    return True
 
 
 def _grid_of(stage: str) -> str | None:
