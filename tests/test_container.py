@@ -304,6 +304,9 @@ def image_tree(tmp_path: Path) -> Path:
         shutil.copy(REPO / name, tree / name)
     # the stages' code deps (dvc.yaml names harness/ files), which `COPY . .` puts in the image too
     shutil.copytree(REPO / "harness", tree / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    # the generated row files, which `COPY . .` puts there too (a dry run reads them and, since it writes nothing,
+    # never regenerates them)
+    shutil.copytree(REPO / "pipelines", tree / "pipelines", ignore=shutil.ignore_patterns("dvc.lock"))
     for copy in _values(DOCKERFILES["image"], "COPY"):
         if NO_SCM_CONFIG.name in copy:
             shutil.copy(NO_SCM_CONFIG, tree / copy.split()[-1])
