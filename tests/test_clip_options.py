@@ -58,7 +58,7 @@ def test_every_pretrained_clip_identity_names_its_pretrained_tag(name, tmp_path,
     torch.save(open_clip.create_model("ViT-B-32-quickgelu", pretrained=None).state_dict(), state)
     fake_block = {"kind": "pretrained", "source": "url", "location": "pinned", "revision": "openai",
                   "filename": "ViT-B-32.pt", "file_sha256": "0" * 64}
-    monkeypatch.setattr(openclip_models, "resolve_pinned_file", lambda pin, request: (state, dict(fake_block)))
+    monkeypatch.setattr(openclip_models, "resolve_pinned_file", lambda pin, request, **_: (state, dict(fake_block)))
     backbone = create_backbone(name)
     assert backbone.weights["pretrained_tag"] == "openai"
     assert backbone.identity_spec()["weights"]["pretrained_tag"] == "openai"
