@@ -12,7 +12,9 @@ import pytest
 from harness.leaderboard import boards, connect_corpus, rendered_pages
 from harness.leaderboard.analysis import (
     BETTER,
+    SEED_MARGIN,
     TIED,
+    TIED_SEED,
     TIED_TOLERANCE,
     CrossTaskRow,
     analyse,
@@ -183,6 +185,30 @@ def test_verdict_needs_the_test_and_a_difference_beyond_the_tolerance():
     assert verdict(resolved, 0.001, tolerance=0.0) == BETTER
     assert verdict(resolved, 0.001, tolerance=0.02) == TIED_TOLERANCE  # |difference| must exceed it
     assert verdict(resolved, 0.2, tolerance=0.0) == TIED
+    assert verdict(resolved, 0.001, tolerance=0.0, seed_margin=0.02) == TIED_SEED  # the heads' seeds could do it
+    assert verdict(resolved, 0.001, tolerance=0.0, seed_margin=0.019) == BETTER
+
+
+def test_a_resolved_difference_within_the_seed_margin_is_tied_on_the_board(tmp_path):
+    """A sweep measured the board's seed spread: a pair the paired test resolves is tied when its difference is
+    within SEED_MARGIN × that spread (1.96 × √2 standard deviations), and the board says how large the margin is."""
+    good, fair = scores(0.9, 1), scores(0.7, 2)
+    difference = float(np.mean(good) - np.mean(fair))
+    rows = [classified("good", tmp_path, good), classified("fair", tmp_path, fair)]
+
+    def sweep(spread: float):
+        return [rows[1].model_copy(update={"run_id": f"{rows[1].run_id}-seed{seed}", "seed": seed, "samples": None,
+                                           "protocol_params": {**rows[1].protocol_params, "seed": seed},
+                                           "metrics": {"top1": rows[1].metrics["top1"] + delta}})
+                for seed, delta in ((1, spread), (2, -spread))]
+
+    narrow = board_page([*rows, *sweep(difference / 10)], tmp_path)
+    assert (row(narrow, "good")[3], row(narrow, "fair")[3]) == ("A", "B")
+    wide = board_page([*rows, *sweep(difference)], tmp_path)  # sd = difference: the margin is 2.77 × it
+    assert (row(wide, "good")[3], row(wide, "fair")[3]) == ("A", "A")
+    assert any(line.startswith("| good | fair |") and line.endswith("| yes: within seed spread |") for line in wide)
+    (line,) = [line for line in wide if "**Seed spread:** up to" in line]
+    assert f"exceeds {SEED_MARGIN * difference:.4f}" in line
 
 
 def test_a_resolved_difference_within_tolerance_is_tied_on_the_board(tmp_path):

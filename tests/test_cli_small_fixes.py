@@ -9,7 +9,9 @@ from harness.cli.main import main
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """The project's files, but DVC's own state: `dvc status` keeps a hash cache under .dvc/site_cache."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.relative_to(root).parts[0] != ".dvc"}
 
 
 def test_a_dry_run_writes_no_pipeline_file(image_project, caplog):

@@ -3,7 +3,8 @@
 - per run and per-sample column: a bootstrap interval (`Analysis.intervals`);
 - per board: its floor (`floors`: rows that do not beat chance or an image-blind baseline are not ranked); paired
   tests between its ranked rows, Holm-adjusted, and the verdicts and tie groups they imply (a difference is
-  "better" only when the test clears it and it exceeds the rows' cross-CPU tolerance); the smallest difference the
+  "better" only when the test clears it and it exceeds the rows' cross-CPU tolerance and, where a seed sweep
+  measured one, the board's seed-to-seed margin); the smallest difference the
   board resolves; which device kinds computed it; whether its metrics order the backbones differently;
 - across boards: the cross-task table (normalised rank of each backbone and layer set on each board) with
   its aggregate, each row's overall standing with a bootstrap interval over boards (`standing`), and rank
@@ -68,6 +69,11 @@ CODE_DIGITS = 4  # hex digits of the comparability key in a board code, more onl
 # difference), or the test resolves it but the difference is within the larger of the two rows' cross-CPU
 # tolerances on the headline (records' `tolerances`): the same run on another CPU could move it that far.
 BETTER, TIED, TIED_TOLERANCE = "better", "tied", "tied within the cross-CPU tolerance"
+# Or the test resolves it but the difference is within the board's seed margin: each row's head was trained from one
+# probe seed, so two rows' difference moves by √2 × the seed-to-seed standard deviation a sweep measured
+# (`db_replicates`) when both heads are re-drawn; a difference inside 1.96 × that could be the heads' seeds alone.
+TIED_SEED = "tied within the seed-to-seed spread"
+SEED_MARGIN = 1.96 * math.sqrt(2.0)
 # `Environment.device` is "cpu:MODEL:FLAGS:Nthreads" (or "cuda:MODEL:…"): what computed a run, but for the thread
 # count, which changes no kernel's arithmetic, so boards compare the rest
 _THREADS = re.compile(r":\d+threads$")
@@ -235,8 +241,9 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
                   for run_id, run in samples.items() for name in sorted(run.statistics) if run.ids}
     names = board_names(boards)
     codes = board_codes([b["comparability_key"] for b in boards])
+    spreads = db_replicates.seed_spreads(con)
     stats = {
-        key: _board_stats(board, codes[key], *names[key], samples, floors.get(key), by_run)
+        key: _board_stats(board, codes[key], *names[key], samples, floors.get(key), by_run, spreads.get(key))
         for board in boards
         for key in [board["comparability_key"]]
     }
@@ -244,9 +251,6 @@ def analyse(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path) -
     task_columns = set(db_crosstask.column_keys(con))
     columns = [b for b in boards if b["comparability_key"] in task_columns]
     cells = {(c["backbone_name"], c["layers"], c["comparability_key"]): c for c in db_crosstask.board_cells(con)}
-    for key, spread in db_replicates.seed_spreads(con).items():
-        if key in stats:
-            stats[key].seed_spread = spread
     rows = _rows(con)
     return Analysis(boards, stats, intervals, columns, cells, rows, _agreement(columns, cells), samples,
                     standing(rows, [b["comparability_key"] for b in columns], cells))
@@ -366,14 +370,23 @@ def trains_head(protocol_params: str) -> bool:
     return "epochs" in json.loads(protocol_params)
 
 
-def verdict(test: PairedTest, adjusted: float, tolerance: float) -> str:
-    """BETTER only when the Holm-adjusted test resolves the pair and |difference| exceeds `tolerance` (the larger of
-    the two rows' cross-CPU tolerances on the headline); else TIED or TIED_TOLERANCE."""
+def verdict(test: PairedTest, adjusted: float, tolerance: float, seed_margin: float = 0.0) -> str:
+    """BETTER only when the Holm-adjusted test resolves the pair, |difference| exceeds `tolerance` (the larger of the
+    two rows' cross-CPU tolerances on the headline) and `seed_margin` (`seed_margin`: 0 where no sweep measured the
+    board's seed spread); else TIED, TIED_TOLERANCE or TIED_SEED."""
     if adjusted >= ALPHA:
         return TIED
     if abs(test.difference) <= tolerance:
         return TIED_TOLERANCE
+    if abs(test.difference) <= seed_margin:
+        return TIED_SEED
     return BETTER
+
+
+def seed_margin(spread: db_replicates.SeedSpread | None) -> float:
+    """The difference two rows' heads could show from their probe seeds alone: SEED_MARGIN × the board's measured
+    seed-to-seed standard deviation; 0 where no sweep ran on the board (its page says the spread is unmeasured)."""
+    return SEED_MARGIN * spread.sd if spread is not None else 0.0
 
 
 def resolvable_difference(tests: list[PairedTest]) -> float | None:
@@ -383,8 +396,9 @@ def resolvable_difference(tests: list[PairedTest]) -> float | None:
 
 
 def _board_stats(board: dict[str, Any], code: str, label: str, title: str, samples: dict[str, RunSamples],
-                 floor: Floor | None = None, records: dict[str, Record] | None = None) -> BoardStats:
-    stats = BoardStats(code, label, title, floor=floor)
+                 floor: Floor | None = None, records: dict[str, Record] | None = None,
+                 spread: db_replicates.SeedSpread | None = None) -> BoardStats:
+    stats = BoardStats(code, label, title, floor=floor, seed_spread=spread)
     headline = board["headline_metric"]
     records = records or {}
     stats.gated = [row["row_label"] for row in board["rows"] if row.get("gated")]
@@ -418,7 +432,7 @@ def _board_stats(board: dict[str, Any], code: str, label: str, title: str, sampl
     for pair, adjusted in zip(stats.pairs, holm([t.p_value for t in stats.pairs.values()]), strict=True):
         stats.adjusted[pair] = adjusted
         tolerance = max(stats.tolerances.get(pair[0], 0.0), stats.tolerances.get(pair[1], 0.0))
-        stats.verdicts[pair] = verdict(stats.pairs[pair], adjusted, tolerance)
+        stats.verdicts[pair] = verdict(stats.pairs[pair], adjusted, tolerance, seed_margin(spread))
     stats.resolvable = resolvable_difference(list(stats.pairs.values()))
     if stats.tested:
         # a row starts a new group only where the pair above it is BETTER: tie_groups reads p ≥ ALPHA as tied

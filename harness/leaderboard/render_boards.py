@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from harness.core.paths import stage_of_run, stage_parts
-from harness.leaderboard.analysis import BETTER, TIED, Analysis, BoardStats
+from harness.leaderboard.analysis import BETTER, TIED, TIED_SEED, Analysis, BoardStats, seed_margin
 from harness.leaderboard.chance import chance_rows
 from harness.leaderboard.markdown import (
     MISSING,
@@ -163,8 +163,9 @@ def _certainty(board: dict[str, Any], stats: BoardStats) -> list[str]:
     if stats.seed_spread is not None:
         swept = stats.seed_spread.rows
         parts.append(f"**Seed spread:** up to {stats.seed_spread.sd:.4f} in {headline} (the standard deviation over "
-                     f"probe seeds of {count(len(swept), 'swept row')}, the largest); intervals and tie groups cover "
-                     "the evaluation samples only, so a difference under that may be the head's seed.")
+                     f"probe seeds of {count(len(swept), 'swept row')}, the largest); a pair is *better* only when "
+                     f"the difference also exceeds {seed_margin(stats.seed_spread):.4f} (1.96 × √2 × that: two heads "
+                     "each trained from one seed could differ that much by their seeds alone).")
     elif stats.trains_head:
         parts.append("**Seed spread not measured:** this protocol trains its head from a seeded start, and no "
                      "record re-trains it with another seed, so intervals cover the evaluation samples only.")
@@ -250,6 +251,8 @@ def _tied(verdict: str, stats: BoardStats) -> str:
         return "no"
     if verdict == TIED:
         return f"yes: under {stats.resolvable:.4f}" if stats.resolvable is not None else "yes"
+    if verdict == TIED_SEED:
+        return "yes: within seed spread"
     return "yes: within tolerance"
 
 

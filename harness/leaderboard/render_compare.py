@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.leaderboard.analysis import TIED_TOLERANCE, Analysis
+from harness.leaderboard.analysis import TIED_SEED, TIED_TOLERANCE, Analysis
 from harness.leaderboard.markdown import (
     MISSING,
     attribute,
@@ -59,7 +59,8 @@ def _test(pair: dict[str, Any], board: dict[str, Any], analysis: Analysis) -> tu
 def _verdict(pair: dict[str, Any], board: dict[str, Any], test: PairedTest | None, adjusted: float | None,
              board_verdict: str | None = None) -> tuple[str, str]:
     """(winner: "a", "b", "tie" or "", the verdict as text); `board_verdict`: the board's for a pair it tests
-    (`BoardStats.verdicts`), which also asks the difference to exceed the rows' cross-CPU tolerance."""
+    (`BoardStats.verdicts`), which also asks the difference to exceed the rows' cross-CPU tolerance and the board's
+    seed margin."""
     if test is None:
         if pair["paired_n"] is not None and pair["paired_n"] < max(pair["samples_a"], pair["samples_b"]):
             return "", "not comparable sample by sample (different samples)"
@@ -70,8 +71,8 @@ def _verdict(pair: dict[str, Any], board: dict[str, Any], test: PairedTest | Non
         return "", "not tested: a control is never ranked (interval only)"
     if adjusted >= ALPHA:
         return "tie", "tied"
-    if board_verdict == TIED_TOLERANCE:
-        return "tie", "tied within the cross-CPU tolerance"
+    if board_verdict in (TIED_TOLERANCE, TIED_SEED):
+        return "tie", board_verdict
     a_better = (test.difference > 0) == bool(board["higher_is_better"])
     return ("a", f"{pair['label_a']} better") if a_better else ("b", f"{pair['label_b']} better")
 

@@ -13,12 +13,22 @@ from typing import Any
 
 from harness.core.bootstrap import Interval, paired_seed
 from harness.leaderboard import db
-from harness.leaderboard.analysis import BETTER, TIED, TIED_TOLERANCE, Analysis, analyse, verdict
+from harness.leaderboard.analysis import (
+    BETTER,
+    TIED,
+    TIED_SEED,
+    TIED_TOLERANCE,
+    Analysis,
+    analyse,
+    seed_margin,
+    verdict,
+)
 from harness.leaderboard.statistics import PairedTest, paired_bootstrap, paired_statistic_bootstrap
 from harness.runs.records import Record
 
 WORSE = "worse"  # the committed row is better: BETTER read from your side
-__all__ = ["BETTER", "TIED", "TIED_TOLERANCE", "WORSE", "Headline", "Versus", "headline_table", "headlines"]
+__all__ = ["BETTER", "TIED", "TIED_SEED", "TIED_TOLERANCE", "WORSE", "Headline", "Versus", "headline_table",
+           "headlines"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,7 @@ class Versus:
     test: PairedTest  # difference = yours − theirs
     p_value: float
     holm: bool  # p is Holm-adjusted over the board's pairs (both rows ranked), else a single test's
-    verdict: str  # BETTER, WORSE, TIED or TIED_TOLERANCE (harness.leaderboard.analysis)
+    verdict: str  # BETTER, WORSE, TIED, TIED_TOLERANCE or TIED_SEED (harness.leaderboard.analysis)
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,7 @@ def _versus(run_id: str, target: dict[str, Any], role: str, board: dict[str, Any
                                               lambda order: b.statistic(metric, order), seed)
         tolerance = max(by_run[r].tolerances.get(metric, 0.0) for r in (run_id, theirs))
         p_value, holm = test.p_value, False
-        said = verdict(test, p_value, tolerance)
+        said = verdict(test, p_value, tolerance, seed_margin(stats.seed_spread))
     if said == BETTER:
         higher = bool(board["higher_is_better"])
         said = BETTER if (test.difference > 0) == higher else WORSE
