@@ -10,6 +10,11 @@ it, exactly as the generated dvc.yaml would, inside a workspace folder (`user/` 
 results, failures), so it never writes the pipeline's outputs or the frozen corpus. Same inputs, same
 numbers as the DVC stage (tests/test_api.py checks it bit for bit).
 
+A backbone is a registered name, or your own `nn.Module` wrapped with its preprocessing and feature function
+(`harness.backbones.custom.CustomBackbone`): it runs as the registered name `custom_<hash>`, derived from its
+state dict, preprocessing and code (`register_module_backbone`), so the same module gives the same identity and
+feature cache entries and a changed weight another. The stages run in this process, where it is registered.
+
 A dataset is a name from params.yaml, a folder of your own (`harness.runs.own_data`: image folders, dense folders
 with split lists), or a spec dict with a `kind`. `train_dataset` trains the probe on another dataset and
 evaluates on this one (`harness.datasets.train_eval`). `head_file` evaluates a saved probe head instead of
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +42,11 @@ from harness.core.config import (
     stage_spelling,
 )
 from harness.runs.records import Record
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from harness.backbones.custom import CustomBackbone
 
 DEFAULT_WORKSPACE = Path("user")
 DEFAULT_SETTINGS = Settings(precision="fp32", batch_size=32, seed=0)
@@ -63,18 +73,20 @@ class RunResult:
         return dict(self.record.metrics)
 
 
-def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_dataset: str | Path | dict | None = None,
-        *, head_file: str | Path | None = None, strict: bool = True, limit: int | None = None,
-        stems: str | Path | None = None, workspace: str | Path = DEFAULT_WORKSPACE,
-        params_file: str | Path = PARAMS_FILE, device: str | None = None, **probe_params: Any) -> RunResult:
-    """Run `task` with `backbone` on `dataset`; probe parameters override the task's params.yaml block.
-    `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU that is not here is a ConfigError
-    before any work."""
+def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Path | dict[str, Any],
+        train_dataset: str | Path | dict | None = None, *, head_file: str | Path | None = None,
+        strict: bool = True, limit: int | None = None, stems: str | Path | None = None,
+        workspace: str | Path = DEFAULT_WORKSPACE, params_file: str | Path = PARAMS_FILE,
+        device: str | None = None, **probe_params: Any) -> RunResult:
+    """Run `task` with `backbone` (a registered name or a `CustomBackbone`) on `dataset`; probe parameters
+    override the task's params.yaml block. `device` (auto, cpu, cuda, cuda:N) overrides `settings.device`; a GPU
+    that is not here is a ConfigError before any work."""
     from harness.core.devices import explicit_device
     from harness.runs.own_data import dataset_spec
     from harness.stages import calls as stage_calls
     from harness.stages.common import StageFailed
 
+    backbone = backbone_name(backbone)
     project = load_params(Path(params_file)) if Path(params_file).is_file() else None
     settings = project.settings if project else DEFAULT_SETTINGS
     if device is not None:
@@ -124,6 +136,31 @@ def run(backbone: str, task: str, dataset: str | Path | dict[str, Any], train_da
         record_path = paths.record_path(grid, task, spelling)
         head_path = paths.head_path(grid, task, spelling)
     return _result(record, record_path, head_path if head_file is None and head_path.is_file() else None)
+
+
+def backbone_name(backbone: str | CustomBackbone | nn.Module) -> str:
+    """The registered name a run uses: a name as given; a `CustomBackbone` registered under the name its weights,
+    preprocessing and code derive (in this process: `run` calls the stage functions here, not in a subprocess).
+    A bare module is refused before any work: nothing declares how to preprocess images or read its features."""
+    if isinstance(backbone, str):
+        return backbone
+    from torch import nn
+
+    from harness.backbones.base import Backbone
+    from harness.backbones.custom import CustomBackbone, register_module_backbone
+
+    if isinstance(backbone, CustomBackbone):
+        return register_module_backbone(backbone)
+    kind = type(backbone).__name__
+    if isinstance(backbone, Backbone):
+        raise ConfigError(f"harness.run takes a built-in backbone by its registered name ({backbone.name!r}), "
+                          f"not the {kind} object")
+    if isinstance(backbone, nn.Module):
+        raise ConfigError(f"harness.run got a bare {kind} module, which declares neither its preprocessing nor its "
+                          "features: wrap it, CustomBackbone('my_net', module, Preprocess(crop=..., resize=..., "
+                          "mean=..., std=...), forward_maps=...) (from harness.backbones.custom and "
+                          "harness.core.preprocessing)")
+    raise ConfigError(f"harness.run's backbone is a registered name or a CustomBackbone, not a {kind}")
 
 
 def checked_device(device: str) -> str:

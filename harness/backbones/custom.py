@@ -1,5 +1,6 @@
-"""Your own `nn.Module` as a backbone: wrap it in Python (`CustomBackbone`), or register it from a plugin
-module listed under `plugins:` in params.yaml (`register_custom_backbone`, see docs/extend.md).
+"""Your own `nn.Module` as a backbone: wrap it in Python (`CustomBackbone`, which `harness.run` takes in place of
+a name: `register_module_backbone`), or register it from a plugin module listed under `plugins:` in params.yaml
+(`register_custom_backbone`, see docs/extend.md).
 
 A registered module without weights is a random-init control only (`NAME@random`, never ranked): the
 harness never calls an untrained module "pretrained". With `weights=` it runs on that file, pinned by the
@@ -9,7 +10,11 @@ release, and boards and pages say so ("not the published weights").
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import inspect
 import sys
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,10 +34,15 @@ from harness.backbones.weights import (
     random_weights,
     resolve_pinned_file,
 )
-from harness.core.hashing import hash_state_dict
+from harness.core.hashing import hash_json, hash_state_dict
 from harness.core.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 ForwardMaps = Callable[[nn.Module, torch.Tensor], Sequence[torch.Tensor]]
+MODULE_NAME_PREFIX = "custom_"  # + 12 hex of what the module computes: `register_module_backbone`
+
+
+def _single_map(module: nn.Module, images: torch.Tensor) -> Sequence[torch.Tensor]:
+    return [module(images)]
 
 
 class CustomBackbone(Backbone):
@@ -53,12 +63,18 @@ class CustomBackbone(Backbone):
         num_layers: int = 1,
         precision: Precision = "fp32",
         weights: dict[str, Any] | None = None,
+        *,
+        code: dict[str, Any] | None = None,
     ) -> None:
+        """`code`, when given, enters the architecture (so the identity): fingerprints of the user's code that
+        computes the features, which the state dict does not capture (`register_module_backbone`)."""
         self._fixed_weights = weights is not None
         weights = weights or {"kind": "custom", "state_sha256": hash_state_dict(model.state_dict())}
         architecture = {"family": "custom", "class": f"{type(model).__module__}.{type(model).__qualname__}"}
+        if code is not None:
+            architecture["code"] = code
         super().__init__(name, model, preprocess, weights, architecture, precision)
-        self._forward_maps = forward_maps or (lambda module, x: [module(x)])
+        self._forward_maps = forward_maps or _single_map
         self.num_layers = num_layers
 
     def identity_spec(self) -> dict:
@@ -123,3 +139,68 @@ def register_custom_backbone(
     caller = sys._getframe(1).f_globals.get("__name__")
     register_backbone(name, weights="custom", pretrained=weights is not None, module=caller,
                       preprocess=preprocess)(construct)
+
+
+def register_module_backbone(backbone: CustomBackbone) -> str:
+    """Register a wrapped module as the backbone `custom_<12 hex>` and return that name, which then runs as every
+    registered name does (`harness.run(backbone, ...)` calls this, in the process that extracts).
+
+    The name and the identity are derived from what computes the features, never from the wrapper's name or
+    the Python object: the state dict's SHA-256, the declared preprocessing, the number of layers and
+    fingerprints of the module's class and the feature function. The same module wrapped twice gets the same
+    name (so the same feature cache entries); a changed weight gets another. The module is copied as it is
+    now: training it further changes nothing registered here; running it again registers the new weights.
+    """
+    snapshot = copy.deepcopy(backbone.model)
+    weights = {"kind": "custom", "state_sha256": hash_state_dict(snapshot.state_dict())}
+    code = {"module": code_fingerprint(type(snapshot)), "features": code_fingerprint(backbone._forward_maps),
+            "num_layers": backbone.num_layers}
+    architecture = {**backbone.architecture, "code": code}
+    name = MODULE_NAME_PREFIX + hash_json(
+        {"architecture": architecture, "weights": weights, "preprocess": backbone.preprocess.spec()}, length=12)
+    forward, preprocess, num_layers = backbone._forward_maps, backbone.preprocess, backbone.num_layers
+
+    def construct(request: WeightsRequest) -> Backbone:
+        if request.checkpoint:
+            raise BackboneError(f"{request.name} is a module object's backbone: its weights are the module's, "
+                                "it takes no checkpoint")
+        # a copy per build: moving it to a device or a precision never touches the registered snapshot
+        return CustomBackbone(request.name, copy.deepcopy(snapshot), preprocess, forward, num_layers,
+                              request.precision, weights, code=code)
+
+    # this module is its code for the extract stage's `load_code`; a module object has no random-init control
+    register_backbone(name, weights="custom", pretrained=True, random_control=False, module=__name__,
+                      preprocess=preprocess)(construct)
+    return name
+
+
+def code_fingerprint(code: Callable | type) -> str:
+    """What a function or class that computes features is, for an identity: `module.qualname`, and for the
+    user's own code (not the harness's or torch's, which their versions pin) the SHA-256 of its source, or of
+    its bytecode where Python keeps no source (a notebook cell, exec)."""
+    module = getattr(code, "__module__", None) or type(code).__module__
+    named = f"{module}.{getattr(code, '__qualname__', type(code).__qualname__)}"
+    if module.partition(".")[0] in ("harness", "torch"):
+        return named
+    try:
+        text = inspect.getsource(code).encode()
+    except (OSError, TypeError):
+        text = _bytecode(code)
+    return f"{named}@sha256:{hashlib.sha256(text).hexdigest()[:16]}"
+
+
+def _bytecode(code: Callable | type) -> bytes:
+    """The bytecode of a function, of a class's own functions, or of a callable object's `__call__`."""
+    if isinstance(code, type):
+        members = [vars(code)[key] for key in sorted(vars(code))]
+    else:
+        members = [getattr(code, "__func__", code)]
+        if not hasattr(members[0], "__code__"):
+            members = [type(code).__call__]  # a callable object: its class's method
+    parts = [_code_bytes(m.__code__) for m in members if hasattr(m, "__code__")]
+    return b"\0".join(parts)
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    constants = [_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode() for c in code.co_consts]
+    return b"|".join([code.co_code, repr(code.co_names).encode(), *constants])
