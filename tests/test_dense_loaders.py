@@ -296,6 +296,9 @@ def test_nyuv2_folder_depth_metres_and_unit_normals(tmp_path):
 
 # -- taskonomy -------------------------------------------------------------------------------------
 
+TASKONOMY_LOW_LEVEL = ("edge_texture", "edge_occlusion", "keypoints2d")
+
+
 def _taskonomy_view(root: Path, building: str, view: str, seed: int, h=8, w=8) -> dict:
     rng = np.random.default_rng(seed)
     raw = rng.integers(256, 20000, size=(h, w)).astype(np.uint16)
@@ -309,7 +312,13 @@ def _taskonomy_view(root: Path, building: str, view: str, seed: int, h=8, w=8) -
     _png(root / building / "depth_zbuffer" / f"{stem}depth_zbuffer.png", raw)
     _png(root / building / "normal" / f"{stem}normal.png", _encode_normals(n))
     _png(root / building / "mask_valid" / f"{stem}mask_valid.png", mask)
-    return {"raw": raw, "mask": mask, "normals": n}
+    # the low-level domains as the annotator writes them: skimage.img_as_uint of a [0, 1] map, a 16-bit gray PNG
+    low = {}
+    for domain in TASKONOMY_LOW_LEVEL:
+        low[domain] = rng.integers(0, 3000, size=(h, w)).astype(np.uint16)
+        low[domain][1, 2], low[domain][2, 1] = 0, 65535
+        _png(root / building / domain / f"{stem}{domain}.png", low[domain])
+    return {"raw": raw, "mask": mask, "normals": n, **low}
 
 
 def test_taskonomy_buildings_depth_and_mask(tmp_path):
@@ -348,6 +357,84 @@ def test_taskonomy_buildings_depth_and_mask(tmp_path):
     assert changed.identity != manifest.identity
     assert _arrays(changed, tmp_path / "changed", manifest.items[3].path)["depth"][1, 1] == 0
     assert _moved_identity(spec, root, tmp_path) == changed.identity
+
+
+def _taskonomy_fixture(root: Path) -> dict:
+    views = [("allensville", "point_10_view_0"), ("allensville", "point_2_view_1"), ("collierville", "point_3_view_2")]
+    return {f"{b}/rgb/{v}_domain_rgb.png": _taskonomy_view(root, b, v, seed) for seed, (b, v) in enumerate(views)}
+
+
+LOW_LEVEL_TASKS = {"edge": ("edge_texture", "texture_edges"), "occlusion_edge": ("edge_occlusion", "occlusion_edges"),
+                   "keypoints2d": ("keypoints2d", "keypoints")}
+
+
+def test_taskonomy_low_level_domains_are_raw_over_65535(tmp_path):
+    root, out = tmp_path / "taskonomy", tmp_path / "prepared"
+    truth = _taskonomy_fixture(root)
+    spec = {"kind": "taskonomy", "root": str(root), "splits": {"train": ["allensville"], "val": ["collierville"]},
+            "tasks": ["edge", "keypoints2d", "occlusion_edge"]}
+    manifest = prepare_dataset("tasko", spec, out)
+    assert len(manifest.items) == 3 and manifest.params["tasks"] == ["edge", "keypoints2d", "occlusion_edge"]
+    assert sorted(manifest.extra["target_sources"]) == ["keypoints", "occlusion_edges", "texture_edges"]
+    for item in manifest.items:
+        arrays = _arrays(manifest, out, item.path)
+        assert sorted(arrays) == ["keypoints", "occlusion_edges", "texture_edges"]  # no depth, no normals
+        for domain, target in LOW_LEVEL_TASKS.values():
+            expected = truth[item.path][domain].astype(np.float32) / np.float32(65535.0)
+            got = arrays[target][..., 0] if target == "keypoints" else arrays[target]
+            assert arrays[target].dtype == np.float32 and got.shape == expected.shape
+            np.testing.assert_array_equal(got, expected)
+            assert got[1, 2] == 0.0 and got[2, 1] == 1.0
+        assert arrays["keypoints"].shape == (8, 8, 1)  # (H, W, kinds): what the keypoints probe reads
+    # depth, normals and low-level targets side by side; the low-level maps are the same whatever else is asked
+    both = prepare_dataset("tasko", {**spec, "tasks": ["depth", "surface_normal", "edge"]}, tmp_path / "both")
+    arrays = _arrays(both, tmp_path / "both", both.items[0].path)
+    assert sorted(arrays) == ["depth", "normals", "texture_edges"]
+    np.testing.assert_array_equal(arrays["texture_edges"],
+                                  _arrays(manifest, out, manifest.items[0].path)["texture_edges"])
+
+
+def test_taskonomy_needs_only_the_requested_tasks_domains(tmp_path):
+    root = tmp_path / "taskonomy"
+    _taskonomy_fixture(root)
+    spec = {"kind": "taskonomy", "root": str(root), "splits": {"train": ["allensville"], "val": ["collierville"]}}
+    shutil.rmtree(root / "collierville" / "edge_occlusion")
+    with pytest.raises(FileNotFoundError) as refused:
+        prepare_dataset("tasko", {**spec, "tasks": ["edge", "occlusion_edge"]}, tmp_path / "refused")
+    message = str(refused.value)
+    assert "\n" not in message and str(root / "collierville" / "edge_occlusion") in message
+    assert "occlusion_edge" in message
+    assert not (tmp_path / "refused").exists()  # refused before any target was written
+    # tasks that do not read edge_occlusion do not need it, and edge alone needs neither depth nor normals
+    shutil.rmtree(root / "allensville" / "depth_zbuffer")
+    shutil.rmtree(root / "allensville" / "normal")
+    edge = prepare_dataset("tasko", {**spec, "tasks": ["edge"]}, tmp_path / "edge")
+    assert len(edge.items) == 3
+    with pytest.raises(FileNotFoundError, match=r"allensville/depth_zbuffer not found \(needed for depth, surface_"):
+        prepare_dataset("tasko", spec, tmp_path / "default")  # the default tasks: depth and surface_normal
+    with pytest.raises(ValueError, match="unknown edges; valid: depth, surface_normal, edge"):
+        prepare_dataset("tasko", {**spec, "tasks": ["edges"]}, tmp_path / "typo")
+
+
+def test_taskonomy_low_level_targets_feed_their_probes(tmp_path):
+    from harness.core import paths
+    from harness.probes import ProbeInputs, get_probe
+
+    root = tmp_path / "taskonomy"
+    _taskonomy_fixture(root)
+    spec = {"kind": "taskonomy", "root": str(root), "splits": {"train": ["allensville"], "val": ["collierville"]},
+            "tasks": list(LOW_LEVEL_TASKS)}
+    params = {"train_split": "train", "eval_split": "val", "epochs": 2, "lr": 0.01, "weight_decay": 0.0,
+              "batch_size": 2, "head": "linear", "target_size": 4}
+    rng = np.random.default_rng(0)
+    with paths.workspace(tmp_path / "workspace"):  # converted targets are found beside the manifest, as in a stage
+        manifest = prepare_dataset("tasko", spec, paths.dataset_dir("tasko"))
+        features = {item.path: rng.normal(size=(6, 4, 4)).astype(np.float32) for item in manifest.items}
+        for task, (_, target) in LOW_LEVEL_TASKS.items():
+            result = get_probe(task).run(ProbeInputs(manifest, lambda item: features[item.path], params, seed=0))
+            assert result.head.config["target"] == target
+            assert result.sample_ids == [manifest.items[-1].path]
+            assert all(np.isfinite(v) for v in result.metrics.values())
 
 
 def test_bsds500_figure_ground_is_the_majority_outside_each_largest_region():

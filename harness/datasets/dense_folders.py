@@ -35,11 +35,25 @@ float32 unit vectors, 0 = invalid). `splits` defaults to every `<split>/` that h
                                                                            0 = invalid, > 0 = valid;
                                                                            optional (folder absent: depth
                                                                            alone decides validity)
+    <building>/edge_texture/point_<i>_view_<j>_domain_edge_texture.png     uint16: 2-D (Canny) edges of the RGB
+    <building>/edge_occlusion/point_<i>_view_<j>_domain_edge_occlusion.png uint16: Sobel of √depth (3-D edges)
+    <building>/keypoints2d/point_<i>_view_<j>_domain_keypoints2d.png       uint16: SURF-style Hessian response
 
-`splits` maps a split to its buildings (`{train: [allensville, ...], val: [...]}`). A pixel is valid when
-mask_valid > 0 and depth ≠ 65535; invalid pixels are 0 in both targets. Written to
-`<split>/<building>/point_<i>_view_<j>/depth.npy` (float32 metres, z-buffer depth) and `normals.npy`
-(float32 unit, Taskonomy's own camera frame as encoded; no axis flipped).
+`splits` maps a split to its buildings (`{train: [allensville, ...], val: [...]}`). `tasks` names the probes
+whose targets to write (default `[depth, surface_normal]`); only their domains are read, and a building
+missing one of those domain folders is refused before anything is read:
+
+| task | domain(s) | target | written as |
+|---|---|---|---|
+| depth | depth_zbuffer (+ mask_valid) | depth | (H, W) float32 metres, z-buffer depth |
+| surface_normal | normal, depth_zbuffer (+ mask_valid) | normals | (H, W, 3) float32 unit vectors |
+| edge | edge_texture | texture_edges | (H, W) float32 raw / 65535 |
+| occlusion_edge | edge_occlusion | occlusion_edges | (H, W) float32 raw / 65535 |
+| keypoints2d | keypoints2d | keypoints | (H, W, 1) float32 raw / 65535 (one keypoint kind) |
+
+For depth and normals a pixel is valid when mask_valid > 0 and depth ≠ 65535; invalid pixels are 0 in both.
+Normals stay in Taskonomy's own camera frame as encoded (no axis flipped). The low-level maps have no invalid
+pixels. Each target is written to `<split>/<building>/point_<i>_view_<j>/<target>.npy`.
 """
 
 from __future__ import annotations
@@ -62,6 +76,32 @@ VOC_IGNORE_INDEX = 255
 NYU_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 TASKONOMY_DEPTH_UNIT = 512.0  # raw / 512 = metres
 TASKONOMY_INVALID_DEPTH = 65535
+# The annotator writes each low-level domain as `skimage.img_as_uint(x)` of a float map in [0, 1] (EPFL-VILAB/omnidata,
+# omnidata_annotator/scripts/create_edge_2d_images.py, create_edge_3d_images.py, create_keypoints_2d_images.py) and
+# the official loader reads it back as raw / (2**16 - 1) (omnidata_tools/torch/dataloader/transforms.py,
+# `transform_16bit_single_channel`; its `clamp_to: (0, 0.25)` rescale of edge_texture is commented out there). We
+# do the same: the [0, 1] map the generator computed, no clamp, no rescale.
+TASKONOMY_UINT16_SCALE = 65535.0
+# task (probe name) → the domain folders it reads; depth_zbuffer also decides where normals are valid
+TASKONOMY_TASK_DOMAINS = {
+    "depth": ("depth_zbuffer",), "surface_normal": ("normal", "depth_zbuffer"), "edge": ("edge_texture",),
+    "occlusion_edge": ("edge_occlusion",), "keypoints2d": ("keypoints2d",),
+}
+# low-level task → (its domain, the target name its dense probe reads: `harness.probes.dense.probes` EDGE, OCCLUSION,
+# KEYPOINTS)
+TASKONOMY_LOW_LEVEL_TARGETS = {"edge": ("edge_texture", "texture_edges"),
+                               "occlusion_edge": ("edge_occlusion", "occlusion_edges"),
+                               "keypoints2d": ("keypoints2d", "keypoints")}
+TASKONOMY_TARGET_SOURCES = {
+    "depth": "rendered from the building's mesh: Taskonomy's depth_zbuffer domain",
+    "normals": "rendered from the building's mesh: Taskonomy's normal domain, decoded rgb/127.5 - 1",
+    "texture_edges": "computed from the RGB: Taskonomy's edge_texture domain (Canny edges of the luminance), "
+                     "uint16/65535",
+    "occlusion_edges": "computed from the rendered depth: Taskonomy's edge_occlusion domain (Sobel magnitude of "
+                       "the square root of z-buffer depth), uint16/65535",
+    "keypoints": "computed from the RGB: Taskonomy's keypoints2d domain (SURF's determinant-of-Hessian response "
+                 "before non-max suppression), uint16/65535",
+}
 
 
 @DATASET_KINDS.register("voc2012")
@@ -149,55 +189,92 @@ def _one_of(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
     raise FileNotFoundError(f"{folder}/{stem}{{{','.join(suffixes)}}} not found")
 
 
-def taskonomy_targets(depth_raw: np.ndarray, normal_rgb: np.ndarray, mask: np.ndarray | None) -> tuple[
-        np.ndarray, np.ndarray]:
-    """Decode one Taskonomy view: (depth float32 metres, normals float32 unit), 0 where invalid."""
+def taskonomy_depth(depth_raw: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one Taskonomy z-buffer: (depth float32 metres with 0 where invalid, valid)."""
     if depth_raw.ndim == 3:
         depth_raw = depth_raw[..., 0]
     valid = depth_raw.astype(np.int64) != TASKONOMY_INVALID_DEPTH
     if mask is not None:
         valid &= (mask[..., 0] if mask.ndim == 3 else mask) > 0
     depth = np.where(valid, depth_raw.astype(np.float32) / np.float32(TASKONOMY_DEPTH_UNIT), np.float32(0.0))
-    return depth.astype(np.float32), decode_normals(normal_rgb, valid)
+    return depth.astype(np.float32), valid
+
+
+def taskonomy_unit_map(path: Path) -> np.ndarray:
+    """A 16-bit single-channel domain (edge_texture, edge_occlusion, keypoints2d) as (H, W) float32 in [0, 1]."""
+    raw = read_array(path)
+    if raw.ndim != 2 or raw.dtype not in (np.uint16, np.int32):  # Pillow reads 16-bit PNGs as I;16 or I
+        raise ValueError(f"{path}: expected a 16-bit single-channel PNG; got {raw.dtype} of shape {raw.shape}")
+    return (raw.astype(np.float32) / np.float32(TASKONOMY_UINT16_SCALE)).astype(np.float32)
+
+
+def _taskonomy_view_targets(base: Path, out_dir: Path, split: str, view: str, tasks: list[str]) -> dict:
+    building, point_view = view.split("/")
+
+    def domain_file(domain: str) -> Path:
+        return base / building / domain / f"{point_view}_domain_{domain}.png"
+
+    entry = {}
+    if "depth" in tasks or "surface_normal" in tasks:
+        mask = read_array(domain_file("mask_valid")) if (base / building / "mask_valid").is_dir() else None
+        depth, valid = taskonomy_depth(read_array(domain_file("depth_zbuffer")), mask)
+        if "depth" in tasks:
+            entry["depth"] = save_npy(out_dir, f"{split}/{view}/depth.npy", depth)
+        if "surface_normal" in tasks:
+            entry["normals"] = save_npy(out_dir, f"{split}/{view}/normals.npy",
+                                        decode_normals(read_array(domain_file("normal")), valid))
+    for task, (domain, target) in TASKONOMY_LOW_LEVEL_TARGETS.items():
+        if task in tasks:
+            values = taskonomy_unit_map(domain_file(domain))
+            if target == "keypoints":  # the keypoints probe reads (H, W, kinds) and takes the max over kinds
+                values = values[..., None]
+            entry[target] = save_npy(out_dir, f"{split}/{view}/{target}.npy", values)
+    return entry
 
 
 @DATASET_KINDS.register("taskonomy")
 def prepare_taskonomy(
     name: str, out_dir: Path, root: str, splits: dict[str, list[str]], limit_per_split: int | None = None,
+    tasks: list[str] | tuple[str, ...] = ("depth", "surface_normal"),
 ) -> Manifest:
-    """Index each split's buildings' rgb views and write their depth and normals targets."""
+    """Index each split's buildings' rgb views and write the targets of `tasks` (see the module docstring)."""
     base, out_dir = Path(root), Path(out_dir)
     if not base.is_dir():
         raise FileNotFoundError(f"dataset {name}: folder {base} not found (set datasets.{name}.root)")
+    chosen = sorted(set(tasks))
+    unknown = [t for t in chosen if t not in TASKONOMY_TASK_DOMAINS]
+    if unknown or not chosen:
+        raise ValueError(f"datasets.{name}.tasks: {'unknown ' + ', '.join(unknown) if unknown else 'empty'}; "
+                         f"valid: {', '.join(TASKONOMY_TASK_DOMAINS)}")
     owner: dict[str, str] = {}
     for split, buildings in splits.items():
         for building in buildings:
             if building in owner:
                 raise ValueError(f"building {building!r} is in both {owner[building]!r} and {split!r}")
             owner[building] = split
+    domains = sorted({d for t in chosen for d in TASKONOMY_TASK_DOMAINS[t]})
+    for building in sorted(owner):  # every folder the tasks need, before anything is read
+        for domain in ["rgb", *domains]:
+            if not (base / building / domain).is_dir():
+                needed = [t for t in chosen if domain in TASKONOMY_TASK_DOMAINS[t]] or ["the images"]
+                raise FileNotFoundError(f"dataset {name}: {base / building / domain} not found "
+                                        f"(needed for {', '.join(needed)})")
     items, targets = [], {}
+    suffix = "_domain_rgb.png"
     for split in sorted(splits):
         views = []
         for building in sorted(set(splits[split])):
-            folder = base / building / "rgb"
-            if not folder.is_dir():
-                raise FileNotFoundError(f"dataset {name}: {folder} not found")
-            suffix = "_domain_rgb.png"
-            views += [f"{building}/{p.name[: -len(suffix)]}" for p in folder.iterdir() if p.name.endswith(suffix)]
+            views += [f"{building}/{p.name[: -len(suffix)]}" for p in (base / building / "rgb").iterdir()
+                      if p.name.endswith(suffix)]
         for view in first_n(views, limit_per_split):
             building, point_view = view.split("/")
-            domain = {d: base / building / d / f"{point_view}_domain_{d}.png"
-                      for d in ("rgb", "depth_zbuffer", "normal", "mask_valid")}
-            mask = read_array(domain["mask_valid"]) if (base / building / "mask_valid").is_dir() else None
-            depth, normals = taskonomy_targets(read_array(domain["depth_zbuffer"]), read_array(domain["normal"]),
-                                               mask)
-            rel = domain["rgb"].relative_to(base).as_posix()
-            targets[rel] = {"depth": save_npy(out_dir, f"{split}/{view}/depth.npy", depth),
-                            "normals": save_npy(out_dir, f"{split}/{view}/normals.npy", normals)}
-            items.append(Item(rel, sha256_file(domain["rgb"]), split))
+            rel = f"{building}/rgb/{point_view}{suffix}"
+            targets[rel] = _taskonomy_view_targets(base, out_dir, split, view, chosen)
+            items.append(Item(rel, sha256_file(base / rel), split))
     params = {"splits": {s: sorted(set(b)) for s, b in sorted(splits.items())}, "limit_per_split": limit_per_split,
-              "depth_encoding": "uint16/512 m, 65535 invalid", "normals_encoding": "rgb/127.5-1",
+              "tasks": chosen, "depth_encoding": "uint16/512 m, 65535 invalid", "normals_encoding": "rgb/127.5-1",
+              "low_level_encoding": "uint16/65535",
               "source": "Taskonomy (Zamir et al., CVPR 2018), Taskonomy/Omnidata domain layout"}
-    sources = {"depth": "rendered from the building's mesh: Taskonomy's depth_zbuffer domain",
-               "normals": "rendered from the building's mesh: Taskonomy's normal domain, decoded rgb/127.5 - 1"}
+    written = {target for entry in targets.values() for target in entry}
+    sources = {k: v for k, v in TASKONOMY_TARGET_SOURCES.items() if k in written}
     return Manifest(name, root, items, [], params, {"targets": targets, "target_sources": sources})
