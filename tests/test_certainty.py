@@ -197,7 +197,9 @@ def test_a_resolved_difference_within_the_seed_margin_is_tied_on_the_board(tmp_p
     rows = [classified("good", tmp_path, good), classified("fair", tmp_path, fair)]
 
     def sweep(spread: float):
-        return [rows[1].model_copy(update={"run_id": f"{rows[1].run_id}-seed{seed}", "seed": seed, "samples": None,
+        # each replicate keeps a per-sample file whose means are not its metrics (as a real sweep's differ from
+        # the board row's): replicates are on no board, so their files are not loaded against the board's metrics
+        return [rows[1].model_copy(update={"run_id": f"{rows[1].run_id}-seed{seed}", "seed": seed,
                                            "protocol_params": {**rows[1].protocol_params, "seed": seed},
                                            "metrics": {"top1": rows[1].metrics["top1"] + delta}})
                 for seed, delta in ((1, spread), (2, -spread))]
