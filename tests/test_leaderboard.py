@@ -288,6 +288,8 @@ def test_rendering_is_deterministic(corpus):
         "backbones/convnext_tiny.md", "backbones/dinov2_vitb14.md", "backbones/dinov2_vits14.md",
         "backbones/resnet18-at-random.md", "backbones/resnet18.md", "backbones/resnet50.md",
         "index.md", "levels/high.md", "levels/mid.md", "plots/data/proxy_validity.csv", "proxy.md",
+        # each level's score-against-cost chart (the committed benchmarks/results/backbone_costs-*.json)
+        "plots/costs/high.svg", "plots/costs/mid.svg",
         "runs/classification/convnext_tiny-classification-cifar10.md",
         "runs/classification/dinov2_vits14-classification-cifar10.md",
         "runs/depth/dinov2_vits14-depth-nyuv2.md", "runs/depth/dinov2_vitb14-depth-nyuv2.md",
@@ -391,7 +393,7 @@ def test_board_shows_intervals_and_tie_groups(sampled):
     page = rendered_pages(corpus, root)["tasks/classification.md"]
     lines = board_lines(page, f"{HEADING}, fp32")
     # The headline and the tie group beside the name, where a wide board's pinned name column keeps them in view.
-    assert "| Rank | Backbone | **top1** [95% CI] | Tie group | top5 | Run |" in lines
+    assert "| Rank | Backbone | **top1** [95% CI] | Tie group | top5 | Cost | Run |" in lines
     best = table_row(lines, "dinov2_vits14")
     assert re.fullmatch(r"0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]", best[2])
     low, high = (float(x) for x in best[2].split(" [")[1].rstrip("]").split(", "))

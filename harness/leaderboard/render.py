@@ -20,6 +20,7 @@ from harness.core import paths
 from harness.core.atomic import write_bytes_atomic
 from harness.leaderboard import db, db_compare, db_fewshot, db_summaries, downloads, plot_data, releases
 from harness.leaderboard.analysis import analyse
+from harness.leaderboard.costs import backbone_costs
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER, GENERATED_HEADER, page_stem, run_path
 from harness.leaderboard.plots import agreement_svg
 from harness.leaderboard.plots_boards import board_interval_svg
@@ -32,6 +33,7 @@ from harness.leaderboard.references import reference_lines
 from harness.leaderboard.render_backbones import render_backbone_page
 from harness.leaderboard.render_boards import render_level_page, render_task_page
 from harness.leaderboard.render_compare import render_compare
+from harness.leaderboard.render_costs import level_cost_figures
 from harness.leaderboard.render_downloads import render_changelog, render_downloads_page
 from harness.leaderboard.render_fewshot import curve_labels, curve_plot_path
 from harness.leaderboard.render_overview import render_agreement, render_index
@@ -91,6 +93,7 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     frozen = releases.releases(docs_dir)
     files = downloads.download_files(con, records)
     fits = proxy_fits(analysis.columns, analysis.cells)
+    costs = backbone_costs(root)  # benchmarks/backbone_costs.py's results files (the site stage's dep)
     pages: dict[str, Content] = {
         "index.md": render_index(levels, tasks, backbones, analysis),
         "agreement.md": render_agreement(analysis),
@@ -116,7 +119,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     pages.update(plot_data.curve_data(curves))
     for level in levels:
         level_tasks = [t for t in tasks if t["level"] == level["level"]]
-        pages[f"levels/{level['level']}.md"] = render_level_page(level, level_tasks, analysis)
+        pages[f"levels/{level['level']}.md"] = render_level_page(level, level_tasks, analysis, costs)
+    pages.update(level_cost_figures([level["level"] for level in levels], analysis, costs))
     for task in tasks:
         boards = [b for b in analysis.boards if b["task"] == task["task"] and b["level"] == task["level"]]
         failed = [f for f in all_failed if f["task"] == task["task"] and f["level"] == task["level"]]
@@ -125,14 +129,14 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
         if path in pages:
             raise ValueError(f"task {task['task']!r} is recorded at more than one level")
         pages[path] = render_task_page(task, boards, failed, analysis, task_curves, labels,
-                                       reference_lines(task["task"], root))
+                                       reference_lines(task["task"], root), costs)
         for curve in task_curves:
             pages[curve_plot_path(curve)] = curve_svg(curve, labels[curve["curve_key"]])
     for backbone in backbones:
         name = backbone["backbone_name"]
         page = render_backbone_page(backbone, db_summaries.backbone_identities(con, name),
                                     db_summaries.backbone_runs(con, name), db_summaries.backbone_curves(con, name),
-                                    analysis)
+                                    analysis, costs)
         _add(pages, f"backbones/{page_stem(name)}.md", page, f"backbone {name!r}")
     for record in sorted(records, key=lambda r: r.run_id):
         _add(pages, run_path(run_fields(record)), render_run_page(record, analysis), f"run {record.run_id!r}")

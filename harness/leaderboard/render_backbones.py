@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness.leaderboard.analysis import Analysis
+from harness.leaderboard.costs import NO_COSTS, BackboneCost
 from harness.leaderboard.markdown import (
     MISSING,
     NO_AGGREGATE,
@@ -21,6 +23,7 @@ from harness.leaderboard.markdown import (
     task_link,
     with_interval,
 )
+from harness.leaderboard.render_costs import backbone_cost_line
 from harness.leaderboard.render_fewshot import curve_anchor
 
 WEIGHTS_FIELDS = ("kind", "source", "location", "revision", "file_sha256", "state_sha256", "seed")
@@ -34,7 +37,7 @@ def weights_items(weights: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def render_backbone_page(
     summary: dict[str, Any], identities: list[dict[str, Any]], runs: list[dict[str, Any]],
-    curves: list[dict[str, Any]], analysis: Analysis,
+    curves: list[dict[str, Any]], analysis: Analysis, costs: Mapping[str, BackboneCost] = NO_COSTS,
 ) -> str:
     control = summary["control"]
     kinds = {identity["weights"].get("kind") for identity in identities}
@@ -49,7 +52,8 @@ def render_backbone_page(
                    "weights** (one identity each, below); their rows are labelled apart.")
     else:
         weights = "Control: no (pretrained weights)."
-    lines = [f"# {cell(summary['backbone_name'])}", "", weights, ""]
+    lines = [f"# {cell(summary['backbone_name'])}", "", weights, "",
+             *backbone_cost_line(summary["backbone_name"], costs)]
     lines += _rank_profile(summary["backbone_name"], analysis)
     # The identity blocks (hashes, weight pins, preprocessing) after what a visitor came for: the results.
     if not identities:

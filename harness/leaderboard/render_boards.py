@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from harness.core.paths import stage_of_run, stage_parts
 from harness.leaderboard.analysis import BETTER, TIED, TIED_SEED, Analysis, BoardStats, seed_margin
 from harness.leaderboard.chance import chance_rows
+from harness.leaderboard.costs import NO_COSTS, BackboneCost
 from harness.leaderboard.markdown import (
     MISSING,
     attribute,
@@ -32,6 +34,7 @@ from harness.leaderboard.markdown import (
 from harness.leaderboard.plot_data import board_distribution_path
 from harness.leaderboard.plots_boards import figure_path
 from harness.leaderboard.plots_pr import figure_path as pr_figure_path
+from harness.leaderboard.render_costs import board_cost_cell, render_level_costs
 from harness.leaderboard.render_fewshot import render_curves
 from harness.leaderboard.render_overlap import overlap_versus_linear
 from harness.leaderboard.statistics import ALPHA, RESAMPLES
@@ -41,9 +44,10 @@ def level_link(level: str, prefix: str) -> str:
     return f"[{cell(level)}]({prefix}levels/{level}.md)"
 
 
-def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
-    """One board: its title, what it ranks by, caveats, the ranked table with intervals and tie groups, the
-    paired tests, and (collapsed) the identity hashes and parameters that define it."""
+def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, BackboneCost] = NO_COSTS
+                 ) -> list[str]:
+    """One board: its title, what it ranks by, caveats, the ranked table with intervals and tie groups, each row's
+    cost (`render_costs`), the paired tests, and (collapsed) the identity hashes and parameters that define it."""
     key = board["comparability_key"]
     stats = analysis.stats[key]
     headline = board["headline_metric"]
@@ -82,8 +86,9 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
 
     # Rank, row, headline and tie group first: with the backbone column pinned (docs/stylesheets/site.css)
     # they stay in view however far a wide board scrolls, and on a phone's width before it scrolls.
+    # Cost (parameters · GFLOPs · img/s, one compact cell) after the metrics: it widens the scrolled part only.
     header = ["Rank", "Backbone", headline_head, "Tie group",
-              *(cell(n) + (" [95% CI]" if n in resampled else "") for n in others), "Run"]
+              *(cell(n) + (" [95% CI]" if n in resampled else "") for n in others), "Cost", "Run"]
     rows = []
     for row in board["rows"]:
         rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
@@ -92,17 +97,17 @@ def render_board(board: dict[str, Any], analysis: Analysis) -> list[str]:
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
         rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
                      stats.groups.get(row["run_id"], MISSING),
-                     *(other(row, n) for n in others),
+                     *(other(row, n) for n in others), board_cost_cell(row["backbone_name"], costs),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")
                      + (f" ⚠ {count(row['warnings'], 'warning')}" if row["warnings"] else "")])
     chances = chance_rows(board, analysis.sample_ids(board))
     for chance in chances:
         rows.append(["chance", cell(f"chance: {chance.predictor}"), number(chance.metrics.get(headline)), MISSING,
-                     *(number(chance.metrics.get(n)) for n in others), "analytic"])
+                     *(number(chance.metrics.get(n)) for n in others), MISSING, "analytic"])
     if stats.floor is not None and not any(f"chance ({c.predictor})" == stats.floor.source for c in chances):
         # an image-blind baseline the runs recorded: the floor the table's "under floor" rows did not beat
         rows.append(["floor", cell(stats.floor.source), number(stats.floor.value), MISSING,
-                     *(MISSING for _ in others), "recorded by the runs"])
+                     *(MISSING for _ in others), MISSING, "recorded by the runs"])
     lines += ['<div class="vb-pinned vb-ranking" markdown>', "", *table(header, rows), "", "</div>", ""]
     if any(row["metrics"].get(headline) is not None for row in board["rows"]):  # what plots_boards draws
         lines += [f"![{attribute(stats.label)}: {cell(headline)} per row with its 95% interval]"
@@ -278,6 +283,7 @@ def retry_command(failure: dict[str, Any]) -> str:
 def render_task_page(
     task: dict[str, Any], boards: list[dict[str, Any]], failed: list[dict[str, Any]], analysis: Analysis,
     curves: list[dict[str, Any]], curve_labels: dict[str, str], reference: list[str] = (),
+    costs: Mapping[str, BackboneCost] = NO_COSTS,
 ) -> str:
     """`reference`: what the boards are measured against outside the corpus (harness.leaderboard.references)."""
     fewshot = task["fewshot_runs"]
@@ -299,7 +305,7 @@ def render_task_page(
     if not boards:
         lines += ["No successful runs on a board." if fewshot else "No successful runs.", ""]
     for board in boards:
-        lines += render_board(board, analysis)
+        lines += render_board(board, analysis, costs)
     lines += render_curves(curves, curve_labels)
     lines += reference
     lines += ["## Failed runs", ""]
@@ -319,7 +325,8 @@ def render_task_page(
     return page(lines)
 
 
-def render_level_page(level: dict[str, Any], tasks: list[dict[str, Any]], analysis: Analysis) -> str:
+def render_level_page(level: dict[str, Any], tasks: list[dict[str, Any]], analysis: Analysis,
+                      costs: Mapping[str, BackboneCost] = NO_COSTS) -> str:
     boards = [b for b in analysis.boards if b["level"] == level["level"]]
     lines = [
         f"# {cell(level['level'])}-level tasks",
@@ -351,4 +358,5 @@ def render_level_page(level: dict[str, Any], tasks: list[dict[str, Any]], analys
             str(sum(1 for r in board["rows"] if r["control"])), best or MISSING, ", ".join(top_group) or MISSING,
         ])
     lines += table(["Code", "Board", "Protocol", "Headline", "Ranked", "Controls", "Rank 1", "Tie group A"], rows)
+    lines += ["", *render_level_costs(level["level"], analysis, costs)]
     return page(lines)
