@@ -136,7 +136,8 @@ def test_a_grid_through_slurm_equals_the_local_run_and_a_cancelled_job_is_resubm
     assert code == 0, out
     submitted = [line for line in out.splitlines() if line.startswith("slurm: submitted")]
     assert len(submitted) == 1 and f"visbench-{BACKBONE} " in submitted[0], out
-    assert "is cached - skipping run" in out  # the extract stage came back through the run-cache
+    # the extract stage came back as files with the probes' (its features folder is persist: no run-cache entry)
+    assert "$ dvc commit --force <3 stages returned as files>" in out, out
     assert _left_in(tmp_path / "scratch") == [], out
     code, out, local_s = _finish(local_run)
     assert code == 0, out
@@ -237,7 +238,8 @@ def test_plan_groups_stages_per_backbone_and_waits_for_a_stale_prepare():
     assert [job.key for job in jobs] == ["prepare-tiny", "cifar_resnet20.random", "resnet18.random"]
     assert jobs[1].stages == ["extract-g-tiny@cifar_resnet20.random", "g-classification@cifar_resnet20.random",
                               "g-retrieval@cifar_resnet20.random"]
-    assert jobs[1].after == ["prepare-tiny"] and jobs[1].upstream_stages == ["extract-g-tiny@cifar_resnet20.random"]
+    assert jobs[1].after == ["prepare-tiny"] and jobs[1].upstream_stages == [] \
+        and jobs[1].returned_stages[0] == "extract-g-tiny@cifar_resnet20.random"
     assert jobs[2].resources.cpus > jobs[1].resources.cpus  # a timm ResNet-18 asks for more than a CIFAR ResNet
     only = plan_jobs(runs, {"g-retrieval@resnet18.random"})  # nothing else stale: one job, no prepare job
     assert [(job.key, job.after, job.stale) for job in only] == [

@@ -1,14 +1,16 @@
 """A finished job's result, brought into the coordinator's workspace through DVC; nothing is computed here.
 
-- Cached stages (prepare, extract): `dvc repro --pull` restores each from the run-cache entry the job pushed
+- Cached stages (prepare): `dvc repro --pull` restores each from the run-cache entry the job pushed
   and writes its lock entry, DVC's own mechanism. It runs with a `python` on PATH that refuses to start
   (stage commands are `python -m harness.stages…`): a stage whose entry is missing, or whose dependencies
   here hash differently from the job's, fails instead of being silently recomputed on the login node.
-- Probe stages: their records, per-sample scores and metrics are `cache: false` + `persist: true`
-  outputs, which DVC's run-cache skips. Their files come back in the job's result; they are installed
-  here, `dvc commit` hashes dependencies, parameters and outputs in this workspace and writes the lock
-  entry, and that entry must equal, field for field, the one DVC wrote in the job after running the stage.
-  If it does not (this workspace changed while the job ran), the previous outputs and lock are put back.
+- Probe stages and the extract stages a job ran: their records, per-sample scores and metrics are
+  `cache: false` + `persist: true` outputs, and an extract stage's features folder is `persist` (an interrupted
+  extraction keeps its finished entries), which DVC's run-cache skips. Their files come back in the job's
+  result; they are installed here, `dvc commit` hashes dependencies, parameters and outputs in this workspace
+  and writes the lock entry, and that entry must equal, field for field, the one DVC wrote in the job after
+  running the stage. If it does not (this workspace changed while the job ran), the previous outputs and lock
+  are put back.
 - Failure files: failures/<stage>.jsonl of each of the job's stages is made what the job left (written,
   replaced, or removed for a stage it brought up to date), as a local `dvc repro` would have left it.
 """
@@ -144,7 +146,7 @@ def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
 def _commit_and_compare(returned: dict[str, tuple[Path, dict]]) -> dict[str, list[str]]:
     if not returned:
         return {}
-    log.info("$ dvc commit --force <%d probe stages>", len(returned))
+    log.info("$ dvc commit --force <%d stages returned as files>", len(returned))
     code = subprocess.run(dvc_command(["commit", "--force", "--quiet", *dvcfiles.addresses(list(returned))]),
                           check=False).returncode
     lock = read_lock()

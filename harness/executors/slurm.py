@@ -121,7 +121,8 @@ def _submit(jobs: list[Job], run_dir: Path, partition: Partition, snapshot: Snap
         job_dir = run_dir / job.key
         job_dir.mkdir(parents=True)
         prepare = list(dict.fromkeys(run.prepare_stage for run in job.runs))
-        spec = {"stages": job.stages, "probe_stages": job.probe_stages, "prepare": prepare,
+        spec = {"stages": job.stages, "probe_stages": job.probe_stages, "returned_stages": job.returned_stages,
+                "always_returned": job.always_returned, "prepare": prepare,
                 "needs": {run.stage: [run.prepare_stage, run.extract_stage] for run in job.runs},
                 "links": outside_links(raw_params, root, job_dir / "checkout")}
         (job_dir / "spec.json").write_text(json.dumps(spec, indent=1))
@@ -245,10 +246,17 @@ def _handle(ended: list[Submitted]) -> None:
     returned = {}
     for key, s in with_result.items():
         lock = read_lock(s.job_dir / RETURNED / RETURNED_LOCK)
+        files = s.job_dir / RETURNED / "files"
+        ok = {stage for stage in s.job.returned_stages if outcomes[key].get(stage) == "ok" and stage in lock}
         for run in s.job.runs:
-            if outcomes[key].get(run.stage) == "ok" and run.extract_stage in restored and run.stage in lock:
-                returned[run.stage] = (s.job_dir / RETURNED / "files", lock[run.stage])
+            # its features come back as files, as the probes' records do, where the job ran the extraction
+            if run.extract_stage in ok and all((files / out["path"]).exists()
+                                               for out in lock[run.extract_stage].get("outs", [])):
+                returned[run.extract_stage] = (files, lock[run.extract_stage])
+            if run.stage in ok and outcomes[key].get(run.extract_stage) == "ok":
+                returned[run.stage] = (files, lock[run.stage])
     verdict = commit_probe_stages(returned)
+    restored |= {stage for stage, differences in verdict.items() if not differences}
     for s in ended:
         if s.job.key in with_result:
             outcome = outcomes[s.job.key]

@@ -14,9 +14,10 @@ the job's own checkout of the coordinator's tree (JOB_DIR/checkout).
 3. The job's result goes to JOB_DIR/returned, written under a temporary name and renamed when complete, so
    a job killed at any point leaves either a whole result or none: `outcome.json` (each stage ok or
    failed, as `dvc status` says afterwards), this checkout's lock entries (every lock file's, as one
-   `dvc.lock`-shaped file: stage names are unique across them), the outputs of the probe stages that
-   are up to date (records and metrics are `cache: false` + `persist: true` outputs, which the run-cache
-   skips, so they travel as files) and the failure file of every stage of the job (failures/<stage>.jsonl).
+   `dvc.lock`-shaped file: stage names are unique across them), the outputs of the probe stages and of the
+   extract stages the coordinator found stale that are up to date (records and metrics are `cache: false` +
+   `persist: true` outputs and features folders `persist`, which the run-cache skips, so they travel as files)
+   and the failure file of every stage of the job (failures/<stage>.jsonl).
 
 Exit status 1 when any stage is not up to date or the push failed: SLURM then marks the job FAILED, and
 jobs waiting on it (afterok) are cancelled instead of running on missing inputs.
@@ -58,21 +59,27 @@ def _copy(source: Path, destination: Path) -> None:
         shutil.copy2(source, destination)
 
 
-def _probe_outputs(lock: dict, stage: str) -> list[str]:
+def _outputs(lock: dict, stage: str) -> list[str]:
     return [out["path"] for out in lock.get(stage, {}).get("outs", [])]
 
 
-def write_returned(job_dir: Path, outcome: dict, probe_stages: list[str], all_stages: list[str]) -> Path:
-    """JOB_DIR/returned, complete or absent: built in a temporary folder beside it, then renamed."""
+def write_returned(job_dir: Path, outcome: dict, returned_stages: list[str], all_stages: list[str],
+                   copy_always: list[str], before: dict | None = None) -> Path:
+    """JOB_DIR/returned, complete or absent: built in a temporary folder beside it, then renamed. The outputs of
+    `returned_stages` (`persist` outputs, which the run-cache skips) go in as files: those of `copy_always` (probe
+    stages, extract stages stale at the coordinator) whenever the stage is up to date, the others (features
+    folders) only where the job changed the stage's lock entry from `before`, so an extraction the coordinator
+    already has is not copied."""
     import yaml
 
     lock = dvcfiles.read_locks()
     staging = job_dir / f".{RETURNED}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "files").mkdir(parents=True)
-    for stage in probe_stages:
-        if outcome["stages"].get(stage) == "ok":
-            for path in _probe_outputs(lock, stage):
+    for stage in returned_stages:
+        changed = stage in copy_always or before is None or before.get(stage) != lock.get(stage)
+        if outcome["stages"].get(stage) == "ok" and changed:
+            for path in _outputs(lock, stage):
                 _copy(Path(path), staging / "files" / path)
     for stage in all_stages:
         failure = failure_path(stage)
@@ -118,6 +125,7 @@ def run(job_dir: Path) -> int:
     print(f"[0s] worker on {socket.gethostname()}: GPUs granted: {os.environ.get('SLURM_JOB_GPUS') or 'none'} "
           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})", flush=True)
     checked = list(dict.fromkeys([*spec["prepare"], *stages]))
+    before = dvcfiles.read_locks()
     repro = reproduce(stages, spec["probe_stages"], spec.get("needs", {}))
     stale = stale_stages(checked)
     status = {stage: "ok" if stale is not None and stage not in stale else "failed" for stage in checked}
@@ -129,7 +137,7 @@ def run(job_dir: Path) -> int:
     outcome = {"stages": status, "repro_exit": repro, "push_exit": push, "host": socket.gethostname(),
                "job_id": os.environ.get("SLURM_JOB_ID"), "started": started, "finished": time.time(),
                "gpus": os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES")}
-    write_returned(job_dir, outcome, spec["probe_stages"], checked)
+    write_returned(job_dir, outcome, spec["returned_stages"], checked, spec["always_returned"], before)
     failed = sorted(stage for stage, state in status.items() if state != "ok")
     print(f"[{time.monotonic() - _STARTED:.0f}s] worker: {len(status) - len(failed)} of {len(status)} stages up to date"
           + (f"; not: {', '.join(failed)}" if failed else ""), flush=True)
