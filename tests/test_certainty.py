@@ -191,26 +191,36 @@ def test_verdict_needs_the_test_and_a_difference_beyond_the_tolerance():
 
 def test_a_resolved_difference_within_the_seed_margin_is_tied_on_the_board(tmp_path):
     """A sweep measured the board's seed spread: a pair the paired test resolves is tied when its difference is
-    within SEED_MARGIN × that spread (1.96 × √2 standard deviations), and the board says how large the margin is."""
+    within SEED_MARGIN × that spread (1.96 × √2 standard deviations), and the board says how large the margin is.
+    The replicates carry their own per-sample files, as a real sweep's do: off the board, checked against their own
+    metrics, with intervals on their run pages."""
     good, fair = scores(0.9, 1), scores(0.7, 2)
     difference = float(np.mean(good) - np.mean(fair))
     rows = [classified("good", tmp_path, good), classified("fair", tmp_path, fair)]
 
-    def sweep(spread: float):
-        # each replicate keeps a per-sample file whose means are not its metrics (as a real sweep's differ from
-        # the board row's): replicates are on no board, so their files are not loaded against the board's metrics
-        return [rows[1].model_copy(update={"run_id": f"{rows[1].run_id}-seed{seed}", "seed": seed,
-                                           "protocol_params": {**rows[1].protocol_params, "seed": seed},
-                                           "metrics": {"top1": rows[1].metrics["top1"] + delta}})
-                for seed, delta in ((1, spread), (2, -spread))]
+    def sweep(flips: int) -> list[Record]:
+        """fair's replicates at seeds 1 and 2, `flips` of its samples turned right and wrong: its top1 ± flips/n."""
+        replicates = []
+        for seed, (was, now) in ((1, (0.0, 1.0)), (2, (1.0, 0.0))):
+            correct = fair.copy()
+            correct[np.flatnonzero(correct == was)[:flips]] = now
+            run = classified(f"fair-seed{seed}-{flips}", tmp_path, correct)
+            replicates.append(run.model_copy(update={
+                "run_id": f"{rows[1].run_id}-seed{seed}-{flips}", "backbone": rows[1].backbone,
+                "backbone_name": "fair", "seed": seed, "protocol_params": {**rows[1].protocol_params, "seed": seed}}))
+        return replicates
 
-    narrow = board_page([*rows, *sweep(difference / 10)], tmp_path)
+    wide_flips = round(difference * len(fair))  # a spread equal to the difference: the margin is 2.77 × it
+    narrow = board_page([*rows, *sweep(wide_flips // 10)], tmp_path)
     assert (row(narrow, "good")[3], row(narrow, "fair")[3]) == ("A", "B")
-    wide = board_page([*rows, *sweep(difference)], tmp_path)  # sd = difference: the margin is 2.77 × it
+    wide_records = [*rows, *sweep(wide_flips)]
+    wide = board_page(wide_records, tmp_path)
     assert (row(wide, "good")[3], row(wide, "fair")[3]) == ("A", "A")
     assert any(line.startswith("| good | fair |") and line.endswith("| yes: within seed spread |") for line in wide)
     (line,) = [line for line in wide if "**Seed spread:** up to" in line]
-    assert f"exceeds {SEED_MARGIN * difference:.4f}" in line
+    assert f"exceeds {SEED_MARGIN * wide_flips / len(fair):.4f}" in line
+    analysis = analyse(connect_corpus(wide_records), wide_records, tmp_path)
+    assert all((wide_records[i].run_id, "top1") in analysis.intervals for i in (2, 3))  # the replicates' own
 
 
 def test_a_resolved_difference_within_tolerance_is_tied_on_the_board(tmp_path):

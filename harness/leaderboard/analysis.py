@@ -31,7 +31,6 @@ import duckdb
 import numpy as np
 
 from harness.leaderboard import db, db_crosstask, db_replicates, db_samples
-from harness.leaderboard.comparability import is_seed_replicate
 from harness.leaderboard.floors import Floor, board_floor
 from harness.leaderboard.statistics import (
     ALPHA,
@@ -198,9 +197,7 @@ def load_samples(con: duckdb.DuckDBPyConnection, records: list[Record], root: Pa
     """Per-sample scores of every ok run that has them, loaded into `con` (`db_samples`) and checked
     against the records' metrics there; each column in its file's row order, which the bootstrap
     intervals resample."""
-    # a seed sweep's replicates are on no board (only their headlines give its seed spread): their per-sample files
-    # are checked by `verify`, and their metrics are not in the `metrics` table the means are checked against
-    db_samples.load_samples_table(con, [r for r in records if r.status == "ok" and not is_seed_replicate(r)], root)
+    db_samples.load_samples_table(con, [r for r in records if r.status == "ok"], root)
     ids: dict[str, list[str]] = {}
     columns: dict[str, dict[str, np.ndarray]] = {}
     auxiliary: dict[str, dict[str, np.ndarray]] = {}

@@ -11,7 +11,8 @@
 and defines the view `board_rows`: every ok full-split run placed on its board (rank, normalised rank).
 Few-shot runs are on no board: a backbone has one per seed, and ranking replicates against each other
 would be meaningless. `db_fewshot` aggregates them into learning curves instead. A seed sweep's replicates
-(`comparability.is_seed_replicate`) go to a table of their own, `replicates`, which `db_replicates` reads for each
+(`comparability.is_seed_replicate`) go to a table of their own, `replicates` (their metrics to `replicate_metrics`),
+which `db_replicates` reads for each
 board row's seed-to-seed spread.
 `load_samples_table` (from `db_samples`) adds the runs' per-sample scores as the table `samples`; the
 per-level, per-task and per-backbone summaries are in `db_summaries`.
@@ -132,6 +133,10 @@ def connect_corpus(records: list[Record], attempts: list[Record] = ()) -> duckdb
         for name, value in sorted(r.metrics.items())
     ]
     _insert(con, "metrics", metric_rows)
+    # the replicates' metrics, apart like their records: what their per-sample files are checked against (db_samples)
+    con.execute("CREATE TABLE replicate_metrics AS SELECT * FROM metrics LIMIT 0")
+    _insert(con, "replicate_metrics", [(r.run_id, name, value, r.higher_is_better.get(name), r.tolerances.get(name))
+                                       for r in replicates for name, value in sorted(r.metrics.items())])
     # Identical (name, identity) pairs carry identical blocks, since the identity hashes them.
     backbone_rows = {
         (b.name, b.identity): (

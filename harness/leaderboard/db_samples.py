@@ -91,7 +91,7 @@ SELECT c.run_id, c.metric, f.path, m.value AS recorded, means.mean
 FROM sample_columns c
 JOIN sample_files f USING (run_id)
 LEFT JOIN means USING (run_id, metric)
-LEFT JOIN metrics m USING (run_id, metric)
+LEFT JOIN (SELECT * FROM metrics UNION ALL SELECT * FROM replicate_metrics) m USING (run_id, metric)
 WHERE NOT c.auxiliary AND (m.value IS NULL OR means.mean IS NULL
    OR NOT abs(means.mean - m.value) <= $tolerance * greatest(1.0, abs(m.value)))
 ORDER BY c.run_id, c.metric
