@@ -35,11 +35,13 @@ from harness.core.devices import describe_device
 
 
 def architectures() -> dict[str, str]:
-    """Every registry architecture → the name it is built under for costing: its control where it has one."""
+    """Every built-in registry architecture → the name it is built under for costing: its control where it has one.
+    Plugins and module objects (`weights: custom`) registered in this process are the user's, not the harness's."""
     built = {}
     for name in list_backbones():
         arch, _ = parse_backbone_name(name)
-        built.setdefault(arch, arch + CONTROL_SUFFIX if backbone_entry(arch).random_control else arch)
+        if backbone_entry(arch).weights != "custom":
+            built.setdefault(arch, arch + CONTROL_SUFFIX if backbone_entry(arch).random_control else arch)
     return built
 
 

@@ -65,7 +65,7 @@ def test_the_cli_warns_before_it_runs_any_stage(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(cli, "load_params", lambda: bf16)
     monkeypatch.setattr(pipeline, "ensure_fresh", lambda params: False)  # dvc.yaml is not this test's to rewrite
 
-    def run_stages(*args):
+    def run_stages(*args, **kwargs):
         assert "no bf16 instructions" in caplog.text  # already said
         raise _Started
 

@@ -207,8 +207,16 @@ def _mid_stage(project: Path, *args: str) -> subprocess.Popen:
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("Running stage") and CLASSIFICATION in line:
-            time.sleep(0.5)  # the stage's process has started
-            return process
+            # the moment the stage's process exists (it is still importing torch): a fixed sleep raced the tiny
+            # stage, which could finish before the signal on an idle machine
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with contextlib.suppress(psutil.Error):
+                    if any("harness.stages.probe" in " ".join(child.cmdline())
+                           for child in psutil.Process(process.pid).children(recursive=True)):
+                        return process
+                time.sleep(0.01)
+            raise AssertionError("DVC said it runs the probe stage, but no stage process appeared in 30 s")
     raise AssertionError(f"the probe stage never started (exit {process.wait()})")
 
 

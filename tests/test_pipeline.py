@@ -537,7 +537,7 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
 
     told = {}
     monkeypatch.setattr(stage_calls.extract_stage, "run",
-                        lambda grid, backbone, dataset, params, code, reads: told.setdefault(backbone, reads))
+                        lambda grid, backbone, dataset, params, code, reads, *_: told.setdefault(backbone, reads))
     stages = _all_stages()
     for name, group in stages.items():
         if not name.startswith("extract-"):
