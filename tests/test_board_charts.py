@@ -166,3 +166,33 @@ def test_diagnostic_boards_stay_out_of_the_cross_task_table(pages):
         assert "{ #board-" in pages[f"tasks/{task}.md"]
         assert f"tasks/{task}.md#board-" not in overview
     assert "tasks/classification.md#board-" in overview
+
+
+def test_the_agreement_matrix_names_every_board_and_fits_a_phone(pages):
+    """Over all the corpus's boards (28 when written), the matrix is whole on a 390-px phone at its natural size: each
+    row is its board's label from the agreement page (its code in the label's tooltip), the columns its numbers, and
+    every cell's tooltip names the pair the page's table lists, by label."""
+    svg = pages.get("plots/agreement.svg")
+    if svg is None:
+        pytest.skip("no two boards of the committed corpus share enough rows")
+    page = pages["agreement.md"]
+    boards = [[c.strip() for c in line.strip("|").split(" | ")] for line in page.splitlines()
+              if re.match(r"\| \d+ \| \[", line)]
+    assert boards
+    width = float(re.search(r'<svg [^>]*width="([\d.]+)"', svg).group(1))
+    assert width <= 390, f"the matrix is {width} px wide"
+    assert min(float(size) for size in re.findall(r'font-size="([\d.]+)"', svg)) >= 11
+    groups = re.findall(r"<g><title>(B-[0-9a-f]+): [^<]+</title>\n((?:<text [^>]+>[^<]+</text>\n)+)</g>", svg)
+    rows = [(code, *" ".join(re.findall(r">([^<]+)</text>", lines)).split("  ", 1)) for code, lines in groups]
+    listed = [(row[5], row[0], re.sub(r"^\[(.*?)\]\(.*$", r"\1", row[1]).replace("\\_", "_")) for row in boards]
+    assert rows == listed  # a label too long for the width wraps onto a second line of its group
+    for code, number, label in listed:
+        heads = re.findall(rf"<title>{number}: {re.escape(label)} \({code}\)</title>\n<text [^>]+>{number}</text>", svg)
+        assert len(heads) == 2, f"column {number} is not numbered above and below the matrix"
+        assert f">{code}</text>" not in svg
+    pairs = {tuple(sorted(c.strip() for c in line.strip("|").split(" | ")[:2])) for line in
+             page.split("## Pairs", 1)[1].splitlines() if line.startswith("| ") and not line.startswith("| Board")
+             and not line.startswith("| ---")}
+    drawn = {tuple(sorted(m)) for m in re.findall(r"<title>Spearman ρ, (.+?) \(B-[0-9a-f]+\) vs (.+?) \(B-[0-9a-f]+\):",
+                                                   svg)}
+    assert {tuple(sorted(p.replace("\\_", "_") for p in pair)) for pair in pairs} == drawn

@@ -544,16 +544,16 @@ def test_dvc_plots_render_offline(driver, root_dvc, tmp_path):
     assert_no_errors_and_only_local_requests(driver, page.parent.as_uri())
 
 
-def test_the_agreement_matrix_fits_its_page_on_a_laptop(driver, base_url):
-    """At 1280 px the agreement figure is inside the content column, not cut off at its right edge."""
+def test_the_agreement_matrix_fits_its_page_on_a_laptop_and_a_phone(driver, base_url, width):
+    """At 1400 px and at 390 px the agreement figure is inside the content column, not cut off at its right edge."""
     open_page(driver, base_url + "agreement/")
     where = driver.execute_script("""const img = document.querySelector('img.vb-figure');
         const box = img.parentElement;
         return [img.naturalWidth, img.getBoundingClientRect().width, box.clientWidth, box.scrollWidth];""")
     natural, shown, box, scrolled = where
     assert natural > 0 and abs(shown - natural) <= 1  # drawn at its natural size (its text is 12 px)
-    assert scrolled <= box + 1, f"the {natural}-px figure overflows its {box}-px column"
-    screenshot(driver, "agreement")
+    assert scrolled <= box + 1, f"at {width} px the {natural}-px figure overflows its {box}-px column"
+    screenshot(driver, f"agreement-{width}px")
 
 
 # -- the user site (issue 48): the leaderboard's twin, from a tiny user corpus ---------------------------------

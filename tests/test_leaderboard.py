@@ -562,11 +562,16 @@ def test_level_and_agreement_pages(sampled, agreeing):
     corpus, root = agreeing
     agreement = rendered_pages(corpus, root)["agreement.md"]
     assert "![Rank agreement between boards](plots/agreement.svg){ .vb-figure }" in agreement
-    classification, depth_board = code_of(corpus[1]), code_of(corpus[6])
-    (pair,) = [line for line in agreement.splitlines() if line.startswith("| B-")
-               and " | 4 | " in line]
+    # The boards are listed by label, numbered as the matrix, with the code last; the pairs name them by label.
+    numbered = [[part.strip() for part in line.strip("|").split(" | ")] for line in agreement.splitlines()
+                if re.match(r"\| \d+ \| \[", line)]
+    labels = {row[5]: re.sub(r"^\[(.*?)\]\(.*$", r"\1", row[1]) for row in numbered}
+    assert [row[0] for row in numbered] == ["1", "2"]
+    assert labels == {code_of(corpus[1]): "classification (cifar10, fp32)", code_of(corpus[6]): "depth (nyuv2)"}
+    (pair,) = [line for line in agreement.splitlines() if line.startswith("| ") and " | 4 | " in line]
     cells = [part.strip() for part in pair.strip("|").split(" | ")]
-    assert sorted(cells[:2]) == sorted([classification, depth_board]) and cells[2] == "4"
+    assert sorted(cells[:2]) == sorted(labels.values()) and cells[2] == "4"
+    assert not [line for line in agreement.splitlines() if line.startswith("| B-")]  # a code is never a row's name
     assert re.fullmatch(r"\[-?\d\.\d{2}, -?\d\.\d{2}\]", cells[4])  # an interval, not "n too small"
     assert "1 of 3 pairs of boards share at least 4 pretrained rows." in agreement
 
@@ -581,12 +586,20 @@ def test_svg_is_deterministic_and_well_formed(agreeing):
     assert svg.tag == "{http://www.w3.org/2000/svg}svg"
     assert " id=" not in first[name]
     assert first[name].splitlines()[0] == GENERATED_HEADER
-    # Only the two boards that share enough rows: two codes across the top, two down the side.
-    assert first[name].count(f">{code_of(corpus[1])}</text>") == 2
-    assert f">{code_of(corpus[5])}</text>" not in first[name]  # bf16: one row, nothing to agree with
-    # Codes, labels and title at 12 px, the cells' values and n at 11.5 (plots.CELL_FONT): legible at the natural
-    # size the page shows it at, and at least the 11 px the browser test holds every figure to.
+    # Only the two boards that share enough rows, each named by its label above its row, its code in the label's
+    # tooltip, and numbered across the top and bottom; a code never stands as an axis label.
+    for record, label in ((corpus[1], "classification (cifar10, fp32)"), (corpus[6], "depth (nyuv2)")):
+        code = code_of(record)
+        assert re.search(rf"<g><title>{code}: [^<]+</title>\n<text [^>]+>\d+  {re.escape(label)}</text>\n</g>",
+                         first[name]), label
+        assert len(re.findall(rf"<title>\d: {re.escape(label)} \({code}\)</title>\n<text [^>]+>\d</text>",
+                              first[name])) == 2
+        assert f">{code}</text>" not in first[name]
+    assert code_of(corpus[5]) not in first[name]  # bf16: one row, nothing to agree with
+    # Labels, numbers, title and key at 12 px, the cells' values and n at 11.5 (plots.CELL_FONT): legible at the
+    # natural size the page shows it at, and at least the 11 px the browser test holds every figure to.
     assert set(re.findall(r'font-size="([\d.]+)"', first[name])) == {"12", "11.5"}
+    assert float(svg.get("width")) <= 390  # whole on a phone, at that natural size
 
 
 def test_pages_identical_when_records_shuffled(sampled):

@@ -234,24 +234,30 @@ def render_agreement(analysis: Analysis) -> str:
         return page([*lines, f"No two boards share {MIN_CORRELATION_N} pretrained rows yet: of "
                      f"{len(pairs)} pairs of boards, the most any pair shares is {most}. "
                      "Agreement can be measured once more backbones run on the same boards."])
+    legend = []
+    for number, board in enumerate(analysis.agreement_columns, start=1):
+        stats = analysis.stats[board["comparability_key"]]
+        legend.append([str(number), board_link(stats.label, board["task"], board["comparability_key"], ""),
+                       cell(stats.title), cell(board["level"]), cell(board["headline_metric"]), stats.code])
     lines += [
         "![Rank agreement between boards](plots/agreement.svg){ .vb-figure }",
         "",
+        "Each row of the matrix is a board's label above its cells; a column carries its row's number (# below). "
+        "With many boards the cells show colour only: every pair's ρ and τ, with intervals, are in the table of "
+        "pairs.",
+        "",
         "## Boards",
         "",
-        *table(["Code", "Board", "Level", "Headline"],
-               [[analysis.stats[b["comparability_key"]].code,
-                 board_link(analysis.stats[b["comparability_key"]].title, b["task"], b["comparability_key"], ""),
-                 cell(b["level"]), cell(b["headline_metric"])] for b in analysis.agreement_columns]),
+        *table(["#", "Board", "What it is", "Level", "Headline", "Code"], legend),
         "",
         "## Pairs",
         "",
         f"{len(shown)} of {len(pairs)} pairs of boards share at least {MIN_CORRELATION_N} pretrained rows.",
         "",
     ]
-    rows = [[analysis.stats[first].code, analysis.stats[second].code, str(c.n),
+    rows = [[cell(analysis.stats[first].label), cell(analysis.stats[second].label), str(c.n),
              _correlation(c.spearman), _interval(c.spearman_ci), _correlation(c.kendall), _interval(c.kendall_ci)]
             for (first, second), c in shown]
-    # no table of contents beside it: the matrix gets the room, and fits the content column on a laptop's width
+    # no table of contents beside it: the matrix and the tables get the room
     return page([*lines, *table(["Board", "Board", "n", "Spearman ρ", "95% CI", "Kendall τ-b", "95% CI"], rows)],
                 ["hide:", "  - toc"])
