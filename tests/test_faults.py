@@ -239,9 +239,14 @@ def test_kill_9_of_the_cli_group_mid_stage(project):
 
 def test_ctrl_c_mid_stage(project):
     before = records(project)
-    process = _mid_stage(project, "task=classification", "force=true")
-    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground job's group
-    out, _ = process.communicate(timeout=60)
+    for _ in range(3):
+        process = _mid_stage(project, "task=classification", "force=true")
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground job's group
+        out, _ = process.communicate(timeout=60)
+        # the tiny stage can finish before the CLI handles the signal (seen in a loaded full suite, not alone): that
+        # try interrupted nothing and left the records as they were (force=true reproduces and keeps them); again
+        if not (process.returncode == 0 and "reproduced: kept the committed record" in out):
+            break
     assert process.returncode == 130, out[-3000:]
     line = line_with(out, "interrupted", "the same command goes on from there")
     assert not _survivors(project)
