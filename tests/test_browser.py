@@ -98,7 +98,7 @@ def driver() -> Iterator[webdriver.Chrome]:
         env.setenv("SE_OFFLINE", "true")
         browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
         try:
-            browser.set_page_load_timeout(30)
+            browser.set_page_load_timeout(120)  # a loaded 2-core CI machine: the home page's tables and figures
             yield browser
         finally:
             browser.quit()

@@ -239,16 +239,23 @@ def test_kill_9_of_the_cli_group_mid_stage(project):
 
 def test_ctrl_c_mid_stage(project):
     before = records(project)
-    for _ in range(3):
-        process = _mid_stage(project, "task=classification", "force=true")
-        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground job's group
-        out, _ = process.communicate(timeout=60)
-        # the tiny stage can finish before the CLI handles the signal (seen in a loaded full suite, not alone): that
-        # try interrupted nothing and left the records as they were (force=true reproduces and keeps them); again
-        if not (process.returncode == 0 and "reproduced: kept the committed record" in out):
+    process = _mid_stage(project, "task=classification", "force=true")
+    # what a terminal's Ctrl-C sends: the foreground job's group; pressed again until the run stops, as a user
+    # would: in a loaded full suite the first one was seen lost (the tiny stage finished, the run exited 0), a cause
+    # not yet found (issue 47 note); a later press still lands mid-run, in the stage or the collect/site after it
+    deadline = time.monotonic() + 60
+    while True:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            out, _ = process.communicate(timeout=0.5)
             break
+        except subprocess.TimeoutExpired:
+            assert time.monotonic() < deadline, "the run did not stop within 60 s of Ctrl-C"
     assert process.returncode == 130, out[-3000:]
     line = line_with(out, "interrupted", "the same command goes on from there")
+    deadline = time.monotonic() + 10  # a second press may end the CLI first: its guard then stops DVC's group
+    while _survivors(project) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not _survivors(project)
     assert records(project) == before
     outcome("Ctrl-C (SIGINT) mid-stage", "heals", line)
