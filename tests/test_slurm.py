@@ -280,7 +280,7 @@ def test_the_coordinator_restores_only_from_the_run_cache_and_commits_only_match
     """restore.py on a two-stage DVC project (no SLURM): a stage made in a clone comes back through the remote's
     run-cache, never by running here; returned probe outputs are committed only if this workspace's inputs
     hash as the job's did, and otherwise everything they replaced is put back."""
-    from harness.executors.restore import commit_probe_stages, read_lock, restore_cached_stages
+    from harness.executors.restore import commit_returned_stages, read_lock, restore_cached_stages
 
     coordinator, job = tmp_path / "coordinator", tmp_path / "job"
     coordinator.mkdir()
@@ -315,11 +315,11 @@ def test_the_coordinator_restores_only_from_the_run_cache_and_commits_only_match
 
     (coordinator / "rec.json").write_text("an earlier ok record")
     (coordinator / "extra.txt").write_text("edited while the job ran")
-    verdict = commit_probe_stages({"probe": (job, job_lock["probe"])})
+    verdict = commit_returned_stages({"probe": (job, job_lock["probe"])})
     assert verdict == {"probe": ["extra.txt"]}
     assert (coordinator / "rec.json").read_text() == "an earlier ok record" and "probe" not in read_lock()
     (coordinator / "extra.txt").write_text("extra")
-    assert commit_probe_stages({"probe": (job, job_lock["probe"])}) == {"probe": []}
+    assert commit_returned_stages({"probe": (job, job_lock["probe"])}) == {"probe": []}
     assert (coordinator / "rec.json").read_text() == "ININ" and read_lock()["probe"] == job_lock["probe"]
     status = subprocess.run([*dvc, "status", "--json"], cwd=coordinator, env=env, capture_output=True, text=True)
     assert json.loads(status.stdout) == {}

@@ -57,13 +57,16 @@ class Job:
         return [run.stage for run in self.runs]
 
     @property
+    def extract_stages(self) -> list[str]:
+        return list(dict.fromkeys(run.extract_stage for run in self.runs))
+
+    @property
     def returned_stages(self) -> list[str]:
         """Stages whose outputs come back as files, installed and `dvc commit`ed by the coordinator: the probe
         stages, and the extract stages (only where the job ran one: `worker.write_returned`). Both have `persist`
         outputs (a record must survive a failed re-run; an interrupted extraction keeps its finished entries),
         which DVC's run-cache never stores."""
-        extract = {run.extract_stage for run in self.runs}
-        return [stage for stage in self.stages if stage in extract or stage in self.probe_stages]
+        return [stage for stage in self.stages if stage in self.extract_stages or stage in self.probe_stages]
 
     @property
     def always_returned(self) -> list[str]:
@@ -74,8 +77,7 @@ class Job:
     @property
     def upstream_stages(self) -> list[str]:
         """Stages restored from the run-cache entry the job pushed (prepare: DVC-cached outputs, none persist)."""
-        extract = {run.extract_stage for run in self.runs}
-        return [stage for stage in self.stages if stage not in extract and stage not in self.probe_stages]
+        return [stage for stage in self.stages if stage not in self.extract_stages and stage not in self.probe_stages]
 
     def time_limit_minutes(self) -> int:
         return SETUP_MINUTES + self.resources.minutes_per_stage * len(self.stages)

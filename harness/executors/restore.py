@@ -98,7 +98,7 @@ def _differences(job: dict, here: dict) -> list[str]:
     return found
 
 
-def commit_probe_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, list[str]]:
+def commit_returned_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, list[str]]:
     """Install each stage's returned outputs and `dvc commit` them; stage → differences from the job's lock
     entry (empty: committed). `returned`: stage → (the result's files folder, the job's lock entry)."""
     incomplete = {stage: [out["path"] for out in entry.get("outs", []) if not (files / out["path"]).exists()]

@@ -36,7 +36,7 @@ from harness.core.paths import CODE_STAGE, failure_path
 from harness.executors import sbatch
 from harness.executors.checkout import Snapshot, job_script, outside_links, take_snapshot
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
-from harness.executors.restore import commit_probe_stages, mirror_failure_files, read_lock, restore_cached_stages
+from harness.executors.restore import commit_returned_stages, mirror_failure_files, read_lock, restore_cached_stages
 from harness.executors.worker import LOCK as RETURNED_LOCK
 from harness.executors.worker import RETURNED
 from harness.pipeline.dvc_runner import dvc_command, run_dvc, stale_stages
@@ -255,7 +255,7 @@ def _handle(ended: list[Submitted]) -> None:
                 returned[run.extract_stage] = (files, lock[run.extract_stage])
             if run.stage in ok and outcomes[key].get(run.extract_stage) == "ok":
                 returned[run.stage] = (files, lock[run.stage])
-    verdict = commit_probe_stages(returned)
+    verdict = commit_returned_stages(returned)
     restored |= {stage for stage, differences in verdict.items() if not differences}
     for s in ended:
         if s.job.key in with_result:
