@@ -76,6 +76,24 @@ def test_a_lock_held_by_another_dvc_command_is_not_a_failed_run(tmp_path, monkey
     assert dvc_runner.repro_with_progress(["s0"]) == 1
 
 
+def test_the_corpus_stages_refused_after_the_runs_ran_are_one_line_not_a_failure(tmp_path, monkeypatch):
+    """Another CLI held the results folder when this one reached collect and site: DVC 3 reports that inside
+    "failed to reproduce 'collect': ..."; the runs before it ran, the corpus stages did not, and the command is
+    refused in the one-command-per-workspace line rather than failing its runs (tests/test_faults.py does it with
+    two real CLIs)."""
+    script = tmp_path / "dvc.py"
+    script.write_text(
+        "import sys\n"
+        "if sys.argv[1] == 'status':\n    sys.exit(1)\n"
+        "if any('collect' in a for a in sys.argv):\n"
+        "    print(\"ERROR: failed to reproduce 'collect': '/p/results' is busy, it is being blocked by:\")\n"
+        "    sys.exit(1)\n"
+        "print(\"Running stage 's0':\")\n")
+    monkeypatch.setattr(dvc_runner, "dvc_command", lambda args: [sys.executable, str(script), *args])
+    with pytest.raises(dvc_runner.WorkspaceBusy, match="the stages after the 1 checked did not run: run the same"):
+        dvc_runner.repro_with_progress(["s0", "collect"])
+
+
 def _dvc_project(folder: Path) -> None:
     """A git + DVC project of one stage whose command keeps a copy of DVC's rwlock as it stands while the stage
     runs (DVC holds the stage's paths locked then)."""

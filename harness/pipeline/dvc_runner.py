@@ -29,8 +29,9 @@ STOP_GRACE_S = 3  # for the interrupted stage to exit; DVC then goes on to the n
 _RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)'")
 _SKIPPED = re.compile(r"^Stage '(?P<stage>[^']+)' (didn't change, skipping|is cached)")
 # DVC's refusals when another DVC process holds the workspace: its repo lock (.dvc/tmp/lock) or a path's rwlock,
-# an ERROR, or with --keep-going a WARNING for each stage it then skips
-_BUSY = re.compile(r"^(?:ERROR|WARNING): (Unable to acquire lock|'.+' is busy)")
+# an ERROR, or with --keep-going a WARNING for each stage it then skips; a path's rwlock refusal may come inside
+# "failed to reproduce 'STAGE': ..." (how DVC 3 reports it for a stage it had started to check)
+_BUSY = re.compile(r"^(?:ERROR|WARNING): (?:failed to reproduce '[^']+': )?(Unable to acquire lock|'.+' is busy)")
 # Arguments longer than this (joined) reach DVC through a file (harness.pipeline.dvc_args), not its argv: DVC
 # rewrites its whole argv into .dvc/tmp/rwlock for every path of every stage it checks
 ARGV_LIMIT = 1024
@@ -219,8 +220,9 @@ def _repro(args: list[str], progress: _Progress) -> int:
                        "stages it blocked; its entries are cleared: run the same command again")
         if len(progress.seen) == seen_before:
             # not a failure of any run: none was looked at, and `dvc status` per run would race the other process
-            raise WorkspaceBusy(message or "another DVC command holds this workspace's lock (.dvc/tmp/lock), so "
-                                "nothing ran: run the same command again once it has finished (DVC runs one command "
+            what = f"the stages after the {seen_before} checked did not run" if seen_before else "nothing ran"
+            raise WorkspaceBusy(message or f"another DVC command holds this workspace's lock (.dvc/tmp/lock), so "
+                                f"{what}: run the same command again once it has finished (DVC runs one command "
                                 "per workspace)")
         if message:
             log.error("%s", message)
