@@ -143,7 +143,9 @@ def backbone_name(backbone: str | CustomBackbone | nn.Module) -> str:
     preprocessing and code derive (in this process: `run` calls the stage functions here, not in a subprocess).
     A bare module is refused before any work: nothing declares how to preprocess images or read its features."""
     if isinstance(backbone, str):
-        return backbone
+        from harness.backbones.by_name import is_by_name, registered_name
+
+        return registered_name(backbone) if is_by_name(backbone) else backbone  # a spec: pinned on first use
     from torch import nn
 
     from harness.backbones.base import Backbone

@@ -55,7 +55,7 @@ RUN_KEYS = ["allow_dirty", "backbone", "build_site", "device", "devices", "dry_r
 USER_DATA_KEYS = ("data", "limit", "stems")  # a run on your own folder (harness.cli.user), not through DVC
 RUN_BOOLEANS = ("allow_dirty", "build_site", "dry_run", "force")
 VERIFY_KEYS = ["backbone", "grid", "task", "tolerance"]
-COMMANDS = ["cache", "list", "pipeline", "promote", "publish", "release", "score", "site", "verify"]
+COMMANDS = ["cache", "list", "pin", "pipeline", "promote", "publish", "release", "score", "site", "verify"]
 
 
 def _dvc(*args: str) -> int:
@@ -265,8 +265,22 @@ def list_everything() -> int:
     params = load_params()
     check_params(params)
     print("backbones:")
+    from harness.backbones.by_name import STANDARD_ROWS, read_lock
+
+    locked = read_lock()
     for name in list_backbones():
-        print(f"  {name:<28} {describe_weights(name)}")
+        if name in locked:  # by name: what backbones.lock pins, without building the model
+            entry = locked[name]
+            data = ", ".join(d["name"] for d in entry.meta.get("training_data", [])) or "not declared"
+            print(f"  {name:<28} {entry.spec} @ {entry.pin['revision'][:12]} sha256 {entry.pin['sha256'][:12]}; "
+                  f"licence {entry.meta.get('license', 'not declared')}; trained on {data}")
+        else:
+            print(f"  {name:<28} {describe_weights(name)}")
+    unpinned = [alias for alias in STANDARD_ROWS if alias not in locked]
+    if unpinned:
+        print("standard rows not pinned here (`visbench-harness pin backbone=NAME` with the file in your hub cache):")
+        for alias in unpinned:
+            print(f"  {alias:<28} {STANDARD_ROWS[alias].spec}")
     print("tasks:")
     for name in PROBES.names():
         spec = get_probe(name)
@@ -371,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
 
             release.run(args[0])
             return build_html()
-        if command in ("cache", "promote", "publish", "score"):
+        if command in ("cache", "pin", "promote", "publish", "score"):
             from harness.cli import user as user_cli
 
             return user_cli.COMMANDS[command](args)

@@ -71,7 +71,13 @@ def _backbones(value: str | None) -> list[str]:
         if not PARAMS_FILE.is_file() or DEFAULT_GRID not in load_params().grids:
             raise ConfigError("data= needs backbone=NAME (no default grid to take backbones from)")
         return [canonical_backbone(b) for b in load_params().grids[DEFAULT_GRID].backbones]
+    from harness.backbones.by_name import is_by_name, registered_name
+
     backbones = [canonical_backbone(b) for b in name_list("backbone", value)]
+    try:  # a backbone named by spec (timm:…, open_clip:…, torchvision:…) or a standard row: pinned on first use
+        backbones = [registered_name(b) if is_by_name(b) else b for b in backbones]
+    except BackboneError as error:
+        raise ConfigError(str(error)) from None
     if PARAMS_FILE.is_file():  # the project's plugins register their backbones (`list` shows them; run takes them)
         from harness.core.registry import PluginError, load_plugins
 
@@ -141,6 +147,24 @@ def score_command(args: list[str]) -> int:
     return 0
 
 
+def pin_command(args: list[str]) -> int:
+    """`pin backbone=SPEC`: resolve SPEC from the local cache now and (re)write its entry in backbones.lock."""
+    from harness.backbones import BackboneError
+    from harness.backbones.by_name import LOCK, STANDARD_ROWS, is_by_name, pin
+
+    backbone = parse_overrides(args, ["backbone"]).get("backbone")
+    if backbone is None or not is_by_name(backbone):
+        raise ConfigError("pin needs backbone=SPEC: timm:<model>.<tag>, open_clip:<model>/<tag>, "
+                          f"torchvision:<WeightsEnum>.<MEMBER>, or a standard row ({', '.join(STANDARD_ROWS)})")
+    try:
+        name, entry, _ = pin(backbone, refresh=True)
+    except BackboneError as error:
+        raise ConfigError(str(error)) from None
+    print(f"{LOCK}: {name} = {entry.spec} at {entry.pin['location']}@{entry.pin['revision']} "
+          f"({entry.pin['filename']}, SHA-256 {entry.pin['sha256']}); commit it, then run backbone={name}")
+    return 0
+
+
 def publish_command(args: list[str]) -> int:
     from harness.heads.publish import PublishError, publish
 
@@ -179,5 +203,6 @@ def cache_command(args: list[str]) -> int:
 
 
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "cache": cache_command, "promote": promote_command, "publish": publish_command, "score": score_command,
+    "cache": cache_command, "pin": pin_command, "promote": promote_command, "publish": publish_command,
+    "score": score_command,
 }

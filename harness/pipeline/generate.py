@@ -104,7 +104,9 @@ def _extract_group(params: Params, grid: str, dataset: str, backbones: list[str]
         "do": {
             "cmd": (f"python -m harness.stages.extract {grid} ${{key}} {dataset} --code ${{item.code}} "
                     "--reads ${item.reads}"),
-            "deps": [contents_path(paths.dataset_dir(dataset)).as_posix(), "${item.codedeps}"],
+            # a backbone named by spec reads its pin from backbones.lock: a re-pin re-runs its extraction
+            "deps": [contents_path(paths.dataset_dir(dataset)).as_posix(), "${item.codedeps}",
+                     *(["backbones.lock"] if any(c.endswith("/by_name.py") for c in codes.values()) else [])],
             # the weights file this backbone reads, its own entry only: a changed path re-runs its extraction, and
             # another backbone's entry (your weights for one) leaves it up to date; a file changed in place needs
             # force=true. Each row's foreach holds one backbone, so a template's params are that backbone's.
