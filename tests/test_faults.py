@@ -199,11 +199,18 @@ def _survivors(project: Path) -> list[psutil.Process]:
     return found
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default, as in a terminal's foreground job. A suite started in the background of a
+    non-interactive shell (`pytest … &`) inherits SIGINT ignored, Python then keeps it ignored, and so would the
+    CLI: its Ctrl-C was "lost" in such full suites (issue 47), never in one started from a terminal or by CI."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _mid_stage(project: Path, *args: str) -> subprocess.Popen:
     """The CLI (leading a process group of its own, as a shell's job) started and read up to the moment DVC
     starts the classification probe stage."""
     process = subprocess.Popen(_cli_command(*args), cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=_env(), start_new_session=True)
+                               text=True, env=_env(), start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("Running stage") and CLASSIFICATION in line:
@@ -240,20 +247,11 @@ def test_kill_9_of_the_cli_group_mid_stage(project):
 def test_ctrl_c_mid_stage(project):
     before = records(project)
     process = _mid_stage(project, "task=classification", "force=true")
-    # what a terminal's Ctrl-C sends: the foreground job's group; pressed again until the run stops, as a user
-    # would: in a loaded full suite the first one was seen lost (the tiny stage finished, the run exited 0), a cause
-    # not yet found (issue 47 note); a later press still lands mid-run, in the stage or the collect/site after it
-    deadline = time.monotonic() + 60
-    while True:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            out, _ = process.communicate(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            assert time.monotonic() < deadline, "the run did not stop within 60 s of Ctrl-C"
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground job's group, once
+    out, _ = process.communicate(timeout=60)
     assert process.returncode == 130, out[-3000:]
     line = line_with(out, "interrupted", "the same command goes on from there")
-    deadline = time.monotonic() + 10  # a second press may end the CLI first: its guard then stops DVC's group
+    deadline = time.monotonic() + 10  # the CLI may end before DVC's group: its guard then stops it
     while _survivors(project) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _survivors(project)
