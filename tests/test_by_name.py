@@ -65,11 +65,10 @@ def offline(caches: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
         monkeypatch.setenv(key, str(value))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(caches / "hub"))  # read when huggingface_hub was imported
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    registry.BACKBONES.discover()  # before the copies: a discovery inside them would be lost with them
     monkeypatch.setattr(registry.BACKBONES, "_entries", dict(registry.BACKBONES._entries))
     monkeypatch.setattr(registry.BACKBONES, "_modules", dict(registry.BACKBONES._modules))
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
-    monkeypatch.setattr(by_name, "_REGISTERED", set(by_name._REGISTERED))
-    monkeypatch.setattr(by_name, "_CONSTRUCTORS", dict(by_name._CONSTRUCTORS))
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)
