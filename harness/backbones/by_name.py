@@ -29,7 +29,14 @@ from torch import nn
 
 from harness.backbones.base import Backbone, BackboneError, FeatureMaps, WeightsUnavailableError
 from harness.backbones.registry import register_backbone
-from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.backbones.weights import (
+    WeightsPin,
+    WeightsRequest,
+    load_state_dict_file,
+    random_weights,
+    resolve_pinned_file,
+    unloadable_checkpoint,
+)
 from harness.core.atomic import write_text_atomic
 from harness.core.hashing import sha256_file
 from harness.core.preprocessing import Preprocess
@@ -43,21 +50,14 @@ SEPARATOR = "--"  # stands for ':' and '/' in the registered name: DVC addresses
 
 # What a pretrained tag says its weights were trained on, by the tag's tokens (timm's and open_clip's tags name
 # their data; torchvision's enums name ImageNet-1k). Sizes are the datasets' published image counts.
-TRAINING_DATA: dict[str, dict[str, Any]] = {
-    "in1k": {"name": "ImageNet-1k", "images": 1_281_167},
-    "in21k": {"name": "ImageNet-21k", "images": 14_197_122},
-    "in22k": {"name": "ImageNet-21k", "images": 14_197_122},
-    "imagenet1k": {"name": "ImageNet-1k", "images": 1_281_167},
-    "lvd142m": {"name": "LVD-142M", "images": 142_000_000},
-    "sa1b": {"name": "SA-1B", "images": 11_000_000},
-    "webli": {"name": "WebLI", "images": 10_000_000_000},
-    "laion2b": {"name": "LAION-2B", "images": 2_320_000_000},
-    "laion400m": {"name": "LAION-400M", "images": 400_000_000},
-    "openai": {"name": "OpenAI WIT", "images": 400_000_000},
-    "datacomp": {"name": "DataComp", "images": 12_800_000_000},
-    "dino": {"name": "ImageNet-1k (self-supervised, no labels)", "images": 1_281_167},
-    "mae": {"name": "ImageNet-1k (self-supervised, no labels)", "images": 1_281_167},
-}
+DATASET_IMAGES = {"ImageNet-1k": 1_281_167, "ImageNet-21k": 14_197_122, "LVD-142M": 142_000_000,
+                  "SA-1B": 11_000_000, "WebLI": 10_000_000_000, "LAION-2B": 2_320_000_000,
+                  "LAION-400M": 400_000_000, "OpenAI WIT": 400_000_000, "DataComp": 12_800_000_000}
+TAG_TOKENS = {"in1k": "ImageNet-1k", "imagenet1k": "ImageNet-1k", "in21k": "ImageNet-21k", "in22k": "ImageNet-21k",
+              "lvd142m": "LVD-142M", "sa1b": "SA-1B", "webli": "WebLI", "openai": "OpenAI WIT",
+              "dino": "ImageNet-1k", "mae": "ImageNet-1k"}  # DINO and MAE: ImageNet-1k's images, no labels
+# tokens that name their data by prefix (`laion2b_s34b_b79k`'s first token is `laion2b`, `datacomp_xl`'s too)
+TAG_PREFIXES = {"laion2b": "LAION-2B", "laion400m": "LAION-400M", "datacomp": "DataComp"}
 
 
 @dataclass(frozen=True)
@@ -203,14 +203,13 @@ def registered_name(text: str) -> str:
 
 
 def training_data(tag: str) -> list[dict[str, Any]]:
-    """The datasets a pretrained tag names (its tokens), as declared in TRAINING_DATA."""
-    tokens = tag.lower().replace("-", "_").split("_")
-    seen: dict[str, dict[str, Any]] = {}
-    for token in tokens:
-        for key, data in TRAINING_DATA.items():
-            if token == key or (token.startswith(key) and key in ("laion2b", "laion400m", "datacomp")):
-                seen.setdefault(data["name"], data)
-    return list(seen.values())
+    """The datasets a pretrained tag names (its tokens, TAG_TOKENS and TAG_PREFIXES), in the tag's order."""
+    names: list[str] = []
+    for token in tag.lower().replace("-", "_").split("_"):
+        name = TAG_TOKENS.get(token) or next((n for p, n in TAG_PREFIXES.items() if token.startswith(p)), None)
+        if name and name not in names:
+            names.append(name)
+    return [{"name": name, "images": DATASET_IMAGES[name]} for name in names]
 
 
 # -- resolving a pin, per family -------------------------------------------------------------------------------
@@ -267,8 +266,8 @@ def _open_clip_pin(spec: Spec) -> LockEntry:
     if not cfg.get("hf_hub"):
         raise BackboneError(f"{spec.text}: open_clip's tag is a download URL, not a hub repo; OpenAI's release is "
                             "clip_vitb16 / clip_vitb32 (with checkpoint=PATH)")
-    repo, _, filename = cfg["hf_hub"].partition("/")[2].partition("/")  # "org/name/[file]"
-    repo = cfg["hf_hub"].split("/")[0] + "/" + repo
+    org, name, filename = [*cfg["hf_hub"].split("/", 2), ""][:3]  # "org/name/[file]"
+    repo = f"{org}/{name}"
     names = (filename,) if filename else ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
     path, filename, revision = _hub_file(repo, names, spec)
     vision = open_clip.get_model_config(spec.model)["vision_cfg"]
@@ -443,8 +442,6 @@ def _build_timm(spec: Spec, path: Path | None, preprocess: Preprocess) -> nn.Mod
         return timm.create_model(f"{spec.model}.{spec.tag}", pretrained=True,
                                  pretrained_cfg_overlay={"file": str(path)}, **kwargs)
     except Exception as error:
-        from harness.backbones.weights import unloadable_checkpoint
-
         raise unloadable_checkpoint(path, spec.text, f"timm's {spec.model} state dict", error) from None
 
 
@@ -454,8 +451,6 @@ def _build_open_clip(spec: Spec, path: Path | None, preprocess: Preprocess) -> n
     try:
         model = open_clip.create_model(spec.model, pretrained=None if path is None else str(path))
     except Exception as error:
-        from harness.backbones.weights import unloadable_checkpoint
-
         raise unloadable_checkpoint(Path(str(path)), spec.text, f"open_clip's {spec.model} state dict",
                                     error) from None
     if not hasattr(model.visual, "transformer"):
@@ -472,8 +467,6 @@ def _build_torchvision(spec: Spec, path: Path | None, preprocess: Preprocess) ->
     names = [n for n in list_models() if weights_of(n) is enum]
     model = get_model(names[0], weights=None)
     if path is not None:
-        from harness.backbones.weights import load_state_dict_file, unloadable_checkpoint
-
         try:
             model.load_state_dict(load_state_dict_file(path))
         except Exception as error:
@@ -486,21 +479,12 @@ _BUILDERS = {"timm": _build_timm, "open_clip": _build_open_clip, "torchvision": 
 
 # -- registration ----------------------------------------------------------------------------------------------
 
-_REGISTERED: set[str] = set()
-
-
 def _register(name: str, entry: LockEntry) -> None:
-    """Register a locked name (again after a re-pin: the constructor reads the entry it is given)."""
-    if name in _REGISTERED:
-        _CONSTRUCTORS[name] = entry
-        return
-    _REGISTERED.add(name)
-    _CONSTRUCTORS[name] = entry
+    """Register a locked name to build `entry`; a re-pin registers it again (same module, so allowed), with the
+    new entry's file and preprocessing."""
     register_backbone(name, weights="hub", preprocess=entry.preprocessing(), module=__name__)(
-        lambda request, _n=name: build(_n, _CONSTRUCTORS[_n], request))
+        lambda request, _n=name, _e=entry: build(_n, _e, request))
 
-
-_CONSTRUCTORS: dict[str, LockEntry] = {}
 
 for _locked_name, _locked_entry in read_lock().items():
     _register(_locked_name, _locked_entry)
