@@ -688,6 +688,24 @@ def test_a_checkpoint_that_is_not_the_published_pin_says_so_on_every_row(corpus)
     assert f"dinov2_vits14 · {CHECKPOINT_LABEL}" in page
 
 
+def test_a_replicate_on_seed_zeros_evaluation_draw_shares_its_board_and_one_on_another_does_not(corpus):
+    """relative_depth's seed draws its pairs too: a sweep pins them to seed 0's (`pairs_seed: 0`), which keeps the
+    replicate on the seed-0 row's board; a replicate scored on other pairs is another evaluation."""
+    from harness.leaderboard.comparability import comparability_key, is_seed_replicate
+
+    base = classification("resnet50", "5a0e", top1=0.9120, top5=0.9971)
+
+    def replicate(**params):
+        return base.model_copy(update={"seed": 1, "protocol_params": {**base.protocol_params, "seed": 1, **params}})
+
+    assert is_seed_replicate(replicate(pairs_seed=0))
+    assert comparability_key(replicate(pairs_seed=0)) == comparability_key(base)
+    assert comparability_key(replicate(pairs_seed=1)) != comparability_key(base)
+    # a seed-0 run that names its draw is not a replicate and keeps the parameter in its key
+    named = base.model_copy(update={"protocol_params": {**base.protocol_params, "pairs_seed": 0}})
+    assert comparability_key(named) != comparability_key(base)
+
+
 def test_seed_replicates_stay_off_the_board_and_give_its_seed_spread(corpus):
     """A seed sweep's runs (protocol_params.seed set) share their seed-0 row's comparability key, are on no board
     (the board keeps its rows and ranks), and the board's seed spread is the largest standard deviation over a

@@ -16,7 +16,9 @@ size, which the input size does not change, are what make the numbers comparable
 
 The probe's own seed (`probes.TASK.seed`, set only by a seed sweep) is not in the key either: runs that differ in it
 alone are replicates of one board row (`is_seed_replicate`), kept off the board (`db` puts them in a table of their
-own) and read for the row's seed-to-seed spread.
+own) and read for the row's seed-to-seed spread. Where a probe's seed also draws its evaluation (relative_depth's
+pairs), the sweep pins that draw to seed 0's (`pairs_seed: 0`, one of `SEED_ZERO_DRAWS`): such a replicate is the
+same evaluation as the seed-0 row, so it shares its board; one with another draw is an evaluation of its own.
 
 Few-shot runs are never ranked (`db` keeps them off the boards: each backbone has one run per seed).
 Their `curve_key` drops k and the subset (seed, size, items) from the key: the runs one learning curve
@@ -49,6 +51,9 @@ COMPARABILITY_FIELDS: tuple[str, ...] = (
 _KEY_LENGTH = 12
 HEAD_PROVENANCE = ("sha256", "run_id")  # protocol_params.head keys that identify one head file
 REPLICATE_PARAM = "seed"  # the probe parameter a seed sweep sets (harness.probes.base.ProbeParams.seed)
+# Probe parameters that draw the evaluation apart from the head; a replicate that sets one to 0 is scored as the
+# seed-0 row is (relative_depth's pairs_seed: unset, the run's seed draws the pairs)
+SEED_ZERO_DRAWS = ("pairs_seed",)
 
 
 class ComparabilityError(ValueError):
@@ -65,7 +70,8 @@ def comparability_fields(record: Record) -> dict[str, Any]:
     if fields["k_shot"] is None:
         del fields["k_shot"]
     if REPLICATE_PARAM in record.protocol_params:  # a replicate: the board is its seed-0 row's
-        fields["protocol_params"] = {k: v for k, v in record.protocol_params.items() if k != REPLICATE_PARAM}
+        fields["protocol_params"] = {k: v for k, v in record.protocol_params.items()
+                                     if k != REPLICATE_PARAM and not (k in SEED_ZERO_DRAWS and v == 0)}
     head = record.protocol_params.get("head")
     if isinstance(head, dict):
         # A shared head's evaluation: runs of different backbones each read their own head, so the file (its

@@ -1,11 +1,12 @@
 """Relative depth: which of two points is farther from the camera (protocol `relative-depth-pairs/v1`).
 
 Targets are exact: the scenes' metric depth map. Per image, `pairs_per_image` pairs of pixels with valid depth
-are drawn (uniformly, seeded by the run's seed and the image's path, so every backbone is scored on the same
-pairs). A pair's truth is ordinal, with ties as WHDR defines them (Bell, Bala & Snavely, "Intrinsic Images in the
-Wild", SIGGRAPH 2014, for reflectance; Chen et al., "Single-Image Depth Perception in the Wild", NeurIPS 2016,
-for depth): with r = depth(a) / depth(b), `farther` (+1) when r > 1 + δ, `closer` (−1) when r < 1 / (1 + δ),
-else `equal` (0); δ is `equal_ratio`.
+are drawn (uniformly, seeded by the image's path and `pairs_seed`, which defaults to the run's seed, so every
+backbone is scored on the same pairs; a seed sweep sets `pairs_seed: 0` so that its replicates re-train the head on
+seed 0's pairs and are scored on them: the same evaluation, another head). A pair's truth is ordinal, with ties as
+WHDR defines them (Bell, Bala & Snavely, "Intrinsic Images in the Wild", SIGGRAPH 2014, for reflectance; Chen et
+al., "Single-Image Depth Perception in the Wild", NeurIPS 2016, for depth): with r = depth(a) / depth(b),
+`farther` (+1) when r > 1 + δ, `closer` (−1) when r < 1 / (1 + δ), else `equal` (0); δ is `equal_ratio`.
 
 Features: the frozen dense map (`fit: squash`, the layers asked for), read at each point by bilinear
 interpolation (the point's pixel centre mapped onto the map's cell centres, edges clamped), standardised with the
@@ -28,7 +29,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from harness.datasets.manifest import Item
 from harness.probes.base import (
@@ -57,6 +58,8 @@ class RelativeDepthParams(ProbeParams):
     lr: PositiveFloat = 0.001
     weight_decay: NonNegativeFloat = 0.0001
     batch_size: PositiveInt = 256
+    # The pairs' draw, apart from the head's init: unset, the run's seed draws both (and a record leaves it out)
+    pairs_seed: NonNegativeInt | None = None
 
 
 def ordinal(depth_a: np.ndarray, depth_b: np.ndarray, equal_ratio: float) -> np.ndarray:
@@ -85,8 +88,8 @@ def tie_threshold(scores: np.ndarray, truth: np.ndarray) -> float:
 
 
 def pair_points(item: Item, shape: tuple[int, int], valid: np.ndarray, count: int, seed: int) -> np.ndarray:
-    """(count, 2, 2) pixel (row, column) pairs of valid pixels, drawn by a generator seeded from the run's seed and
-    the item's path: the same pairs for every backbone."""
+    """(count, 2, 2) pixel (row, column) pairs of valid pixels, drawn by a generator seeded from `seed` and the
+    item's path: the same pairs for every backbone."""
     digest = hashlib.sha256(f"{seed}\x1f{item.path}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
     rows, cols = np.nonzero(valid)
@@ -116,13 +119,14 @@ def sample_features(dense: np.ndarray, points: np.ndarray, shape: tuple[int, int
 
 def _pairs(inputs: ProbeInputs, p: RelativeDepthParams, items: list[Item]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features (N, 2, C), truth (N,) and the image index of each pair, over `items`."""
+    draw = inputs.seed if p.pairs_seed is None else p.pairs_seed
     features, truth, owner = [], [], []
     for index, item in enumerate(items):
         depth = np.asarray(load_target(inputs.manifest, item, DEPTH), dtype=np.float64)
         if depth.ndim != 2:
             raise ValueError(f"{item.path}: depth must be (H, W); got shape {depth.shape}")
         valid = np.isfinite(depth) & (depth > 0)
-        points = pair_points(item, depth.shape, valid, p.pairs_per_image, inputs.seed)
+        points = pair_points(item, depth.shape, valid, p.pairs_per_image, draw)
         dense = np.asarray(inputs.features(item))
         both = sample_features(dense, points.reshape(-1, 2), depth.shape).reshape(len(points), 2, -1)
         features.append(both)
