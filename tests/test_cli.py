@@ -412,3 +412,17 @@ def test_help_task_says_what_the_probe_declares(capsys, monkeypatch):
     assert cli.main(["help", "nope"]) == 2
     assert "unknown task 'nope'. Valid tasks: albedo, anomaly_gaussian, anomaly_knn, class_overlap, classification" in \
         capsys.readouterr().err
+
+
+def test_release_takes_a_version_and_an_optional_remote(capsys, monkeypatch):
+    from harness.stages import release
+
+    calls = []
+    monkeypatch.setattr(release, "run", lambda version, remote=None: calls.append((version, remote)))
+    monkeypatch.setattr(cli, "build_html", lambda: 0)
+    assert cli.main(["release", "v2", "remote=origin"]) == 0 and cli.main(["release", "v2"]) == 0
+    assert calls == [("v2", "origin"), ("v2", None)]
+    for bad in (["release"], ["release", "remote=origin"], ["release", "v2", "branch=x"], ["release", "v2", "x"]):
+        assert cli.main(bad) == 2
+        assert "usage: visbench-harness release vN [remote=NAME]" in capsys.readouterr().err
+    assert len(calls) == 2

@@ -204,9 +204,26 @@ def test_release_stage_regenerates_cuts_and_refuses_twice(project, monkeypatch, 
     assert (v1 / "SHA256SUMS").read_bytes() == Path("docs/downloads/SHA256SUMS").read_bytes()
     assert "| v1 |" in Path("docs/downloads.md").read_text()  # the site was regenerated after the cut
     before = {p.name: p.read_bytes() for p in v1.iterdir()}
-    assert release.main(["v1"]) == 2 and "never overwritten" in capsys.readouterr().err
+    # run again, v1 is published as a version of the site: here it cannot be (no git), and says why
+    assert release.main(["v1"]) == 2 and "cut but not published" in capsys.readouterr().err
     assert release.main(["one"]) == 2
     capsys.readouterr()
     assert release.main(["v3"]) == 2 and "the next is v2" in capsys.readouterr().err  # numbered in cut order
     assert not Path("docs/releases/v3").exists()
     assert {p.name: p.read_bytes() for p in v1.iterdir()} == before
+    # in a git repository, once the cut is committed, the same command publishes it (harness.leaderboard
+    # .versioned_site, tested on its own in tests/test_versioned_site.py); a published release never changes
+    from harness.leaderboard.versioned_site import published_versions
+
+    Path("mkdocs.yml").write_text("site_name: t\ntheme:\n  name: material\n  font: false\n")
+    Path(".gitignore").write_text("/site/\n")
+    for name in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(name, "t")
+    for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(name, "t@example.org")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "release v1"]):
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+    assert release.main(["v1"]) == 0
+    assert published_versions(Path(".")) == {"v1": ["latest"]}
+    assert release.main(["v1"]) == 2 and "published and never changes" in capsys.readouterr().err
+    assert release.main(["v2"]) == 0 and Path("docs/releases/v2").is_dir()  # the next one is cut as before

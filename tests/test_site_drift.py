@@ -59,6 +59,15 @@ def test_regenerated_site_matches_committed_docs(expected):
         assert committed[name] == content, f"docs/{name} differs from the corpus: run `visbench-harness site`"
 
 
+def test_every_board_whose_protocol_trains_a_head_shows_its_measured_seed_spread(expected):
+    """Issue 46: a verdict is *better* only beyond the seed spread, so every trained protocol's board has one (the
+    seed grids sweep each), and the boards say so."""
+    boards = {name: page.decode() for name, page in expected.items() if name.startswith("tasks/")}
+    assert any("**Seed spread:** up to" in page for page in boards.values())
+    unswept = sorted(name for name, page in boards.items() if "Seed spread not measured" in page)
+    assert not unswept, f"boards without a seed sweep: {unswept}; add their protocol to a seed grid in params.yaml"
+
+
 def test_editing_one_number_in_the_corpus_is_detected(corpus):
     record = next(r for r in corpus if r.status == "ok")
     metric = record.headline_metric

@@ -18,7 +18,7 @@
                                                        within a tolerance: float rounding on another CPU)
     visbench-harness pipeline [check]                  regenerate dvc.yaml from params.yaml (or check it)
     visbench-harness site                              regenerate docs/ from the corpus and build HTML
-    visbench-harness release v1                        freeze the current downloads as docs/releases/v1
+    visbench-harness release v1 [remote=origin]        freeze the downloads as docs/releases/v1; again: publish
     visbench-harness task=classification backbone=efficientnet_lite0 data=PATH [limit=N] [stems=DIR]
                                                        your own data, without DVC, into user/ (never the corpus)
     visbench-harness score backbone=NAME board=B-1550   your backbone on a committed board's task, data and
@@ -265,17 +265,21 @@ def list_everything() -> int:
     params = load_params()
     check_params(params)
     print("backbones:")
-    from harness.backbones.by_name import STANDARD_ROWS, read_lock
+    from harness.backbones.by_name import STANDARD_ROWS
+    from harness.backbones.cards import card, describe
+    from harness.backbones.lock import read_lock
 
     locked = read_lock()
     for name in list_backbones():
         if name in locked:  # by name: what backbones.lock pins, without building the model
             entry = locked[name]
-            data = ", ".join(d["name"] for d in entry.meta.get("training_data", [])) or "not declared"
-            print(f"  {name:<28} {entry.spec} @ {entry.pin['revision'][:12]} sha256 {entry.pin['sha256'][:12]}; "
-                  f"licence {entry.meta.get('license', 'not declared')}; trained on {data}")
+            where = f"{entry.spec} @ {entry.pin['revision'][:12]} sha256 {entry.pin['sha256'][:12]}"
         else:
-            print(f"  {name:<28} {describe_weights(name)}")
+            where = describe_weights(name)
+        described = card(name)  # licence and training data, as data: nothing is built
+        about = "" if described is None else (f"; licence {describe(described)['licence']}; trained on "
+                                              f"{describe(described)['training data']}")
+        print(f"  {name:<28} {where}{about}")
     unpinned = [alias for alias in STANDARD_ROWS if alias not in locked]
     if unpinned:
         print("standard rows not pinned here (`visbench-harness pin backbone=NAME` with the file in your hub cache):")
@@ -379,11 +383,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return pipeline.main(args)
         if command == "release":
-            if len(args) != 1 or "=" in args[0]:
-                raise ConfigError("usage: visbench-harness release vN (the next release, e.g. v1)")
+            extra = dict(a.split("=", 1) for a in args[1:] if "=" in a)
+            if not args or "=" in args[0] or len(extra) != len(args) - 1 or set(extra) - {"remote"}:
+                raise ConfigError("usage: visbench-harness release vN [remote=NAME] (cut release vN, e.g. v1; "
+                                  "run it again once docs/ is committed to publish the site as vN)")
             from harness.stages import release
 
-            release.run(args[0])
+            release.run(args[0], extra.get("remote"))
             return build_html()
         if command in ("cache", "pin", "promote", "publish", "score"):
             from harness.cli import user as user_cli

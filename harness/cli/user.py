@@ -150,7 +150,8 @@ def score_command(args: list[str]) -> int:
 def pin_command(args: list[str]) -> int:
     """`pin backbone=SPEC`: resolve SPEC from the local cache now and (re)write its entry in backbones.lock."""
     from harness.backbones import BackboneError
-    from harness.backbones.by_name import LOCK, STANDARD_ROWS, is_by_name, pin
+    from harness.backbones.by_name import STANDARD_ROWS, is_by_name, pin
+    from harness.backbones.lock import LOCK
 
     backbone = parse_overrides(args, ["backbone"]).get("backbone")
     if backbone is None or not is_by_name(backbone):

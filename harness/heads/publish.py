@@ -73,7 +73,18 @@ def model_card(record: Record, head_sha256: str) -> str:
     metrics = "\n".join(f"| {name} | {value:.6g} |" for name, value in sorted(record.metrics.items()))
     params = "\n".join(f"| {name} | `{canonical_json(value)}` |"
                         for name, value in sorted(record.protocol_params.items()))
+    from harness.backbones.cards import card, describe, trained_on
+
     dataset = record.dataset
+    described, overlap = card(record.backbone_name), trained_on(record.backbone_name, dataset.name)
+    if described is None and "@" in record.backbone_name:
+        backbone_data = "- backbone: a random-init control, trained on nothing"
+    else:
+        about = describe(described)
+        seen = (f". **Trained on this data**: `{dataset.name}` is drawn from {overlap.name}, which the backbone was "
+                "trained on") if overlap else ""
+        backbone_data = (f"- backbone: licence {about['licence']}; trained on {about['training data']}; weights: "
+                         f"{about['source']}{seen}")
     return f"""{CARD_MARKER} from the run's record -->
 # Probe head: {record.task} on {record.backbone_name}
 
@@ -86,6 +97,7 @@ layers `{record.layers}`, precision {record.precision}, input {record.image_size
 - run: `{record.run_id}`, seed {record.seed}, harness {record.environment.harness_version}
   (commit `{record.environment.git_commit}`), torch {record.environment.torch}
 - the record (`record.json`) and per-sample scores (`samples.csv`) are beside this card
+{backbone_data}
 
 ## Check the number
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.backbones.cards import card, describe
 from harness.leaderboard.analysis import Analysis
 from harness.leaderboard.costs import NO_COSTS, BackboneCost
 from harness.leaderboard.markdown import (
@@ -35,6 +36,17 @@ def weights_items(weights: dict[str, Any]) -> list[tuple[str, Any]]:
     return items + sorted((k, v) for k, v in weights.items() if k not in WEIGHTS_FIELDS)
 
 
+def _card_lines(name: str) -> list[str]:
+    """Licence, training data (with sizes) and where the weights come from (`harness.backbones.cards`); a control
+    was trained on nothing."""
+    described = card(name)
+    if described is None:
+        return [] if "@" in name else ["About: not declared (a backbone of your own: nothing describes it).", ""]
+    about = describe(described)
+    return [f"About: licence {cell(about['licence'])}; trained on {cell(about['training data'])}; weights: "
+            f"{cell(about['source'])}.", ""]
+
+
 def render_backbone_page(
     summary: dict[str, Any], identities: list[dict[str, Any]], runs: list[dict[str, Any]],
     curves: list[dict[str, Any]], analysis: Analysis, costs: Mapping[str, BackboneCost] = NO_COSTS,
@@ -52,7 +64,7 @@ def render_backbone_page(
                    "weights** (one identity each, below); their rows are labelled apart.")
     else:
         weights = "Control: no (pretrained weights)."
-    lines = [f"# {cell(summary['backbone_name'])}", "", weights, "",
+    lines = [f"# {cell(summary['backbone_name'])}", "", weights, "", *_card_lines(summary["backbone_name"]),
              *backbone_cost_line(summary["backbone_name"], costs)]
     lines += _rank_profile(summary["backbone_name"], analysis)
     # The identity blocks (hashes, weight pins, preprocessing) after what a visitor came for: the results.

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness.backbones.cards import trained_on
 from harness.core.paths import stage_of_run, stage_parts
 from harness.leaderboard.analysis import BETTER, TIED, TIED_SEED, Analysis, BoardStats, seed_margin
 from harness.leaderboard.chance import chance_rows
@@ -89,13 +90,17 @@ def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, 
     # Cost (parameters · GFLOPs · img/s, one compact cell) after the metrics: it widens the scrolled part only.
     header = ["Rank", "Backbone", headline_head, "Tie group",
               *(cell(n) + (" [95% CI]" if n in resampled else "") for n in others), "Cost", "Run"]
-    rows = []
+    rows, seen_data = [], {}
     for row in board["rows"]:
+        overlap = trained_on(row["backbone_name"], board["dataset_name"])
+        if overlap is not None:
+            seen_data[row["backbone_name"]] = overlap.name
         rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
             "under floor" if row.get("gated") else MISSING if row["rank"] is None else str(row["rank"]))
         # A missing cell stays visibly missing: never filled, never averaged over.
         value = with_interval(row["metrics"].get(headline), analysis.intervals.get((row["run_id"], headline)))
-        rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]), value,
+        rows.append([rank, backbone_link(row["backbone_name"], "../", row["row_label"]) + (" †" if overlap else ""),
+                     value,
                      stats.groups.get(row["run_id"], MISSING),
                      *(other(row, n) for n in others), board_cost_cell(row["backbone_name"], costs),
                      run_link({"run_id": row["run_id"], "task": board["task"]}, "../")
@@ -120,6 +125,16 @@ def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, 
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
+    if seen_data:
+        by_source: dict[str, list[str]] = {}
+        for name, source in sorted(seen_data.items()):
+            by_source.setdefault(source, []).append(name)
+        lines += ["†: trained on this data: the declared training data of "
+                  + "; ".join(f"{', '.join(cell(n) for n in names)} includes {cell(source)}"
+                              for source, names in by_source.items())
+                  + f", which this board's dataset ({cell(board['dataset_name'])}) is drawn from, so its features "
+                  "have seen these images' collection: a measure of what it learned there, not of transfer. The row "
+                  "is ranked as it scored; its backbone page names the training data.", ""]
     if any(row["warnings"] for row in board["rows"]):
         lines += ["⚠: the run carries warnings (what a reader must know to trust its numbers, such as a head near "
                   "chance): read them on its run page. Its numbers are what ran, and it stays on the board.", ""]
