@@ -14,7 +14,8 @@ that cannot be built offline is skipped with the reason, printed and noted. Per 
   no cache write (extraction_throughput measures those);
 - the FLOP-bound limit, the fp32 matmul rate measured in the same run ÷ FLOPs per image, and the ratio
   extraction ÷ limit: how much of this CPU's matmul rate the architecture's forward reaches.
-Writes benchmarks/results/backbone_costs-<machine>.json; harness.leaderboard.costs reads it for the boards. Usage:
+Writes benchmarks/results/backbone_costs-<machine>.json; harness.leaderboard.sources.costs reads it for the boards.
+Usage:
 
     .venv/bin/python benchmarks/backbone_costs.py [--reps 3] [--max-batch 8] [--threads 2] [--archs a,b,...]
 """

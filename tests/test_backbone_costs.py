@@ -14,10 +14,8 @@ import numpy as np
 import pytest
 
 from harness.leaderboard import connect_corpus
-from harness.leaderboard.analysis import analyse
-from harness.leaderboard.costs import BackboneCost, architecture, backbone_costs, cost_cell, pareto_front
-from harness.leaderboard.plots_costs import figure_path, log_ticks
-from harness.leaderboard.render_costs import (
+from harness.leaderboard.figures.costs import log_ticks
+from harness.leaderboard.sections.costs import (
     backbone_cost_line,
     board_cost_cell,
     device_text,
@@ -25,6 +23,9 @@ from harness.leaderboard.render_costs import (
     level_costs,
     render_level_costs,
 )
+from harness.leaderboard.sitemap import level_cost_figure_path as figure_path
+from harness.leaderboard.sources.costs import BackboneCost, architecture, backbone_costs, cost_cell, pareto_front
+from harness.leaderboard.statistics.analysis import analyse
 from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Record
 from harness.runs.samples import write_samples
 

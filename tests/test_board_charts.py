@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from harness.core import paths
-from harness.leaderboard.plots_boards import figure_path
-from harness.leaderboard.render import rendered_pages
+from harness.leaderboard.site.build import rendered_pages
+from harness.leaderboard.sitemap import board_figure_path as figure_path
 from harness.runs.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_a_chance_row_is_drawn_where_the_board_has_one(pages):
 def test_boundary_boards_draw_each_rows_precision_recall_curve_at_its_ods(pages):
     """Every edge_bsds board: a P/R figure on its page whose legend gives each row's ODS as its record has it,
     and the board's headline with intervals (recomputed from the images' counts) instead of "no per-sample"."""
-    from harness.leaderboard.plots_pr import figure_path as pr_path
+    from harness.leaderboard.sitemap import pr_figure_path as pr_path
 
     corpus = {r.run_id: r for r in read_records(ROOT / paths.CORPUS)}
     page = pages["tasks/edge_bsds.md"]
@@ -114,7 +114,7 @@ def test_macro_f1_has_an_interval_on_classification_boards(pages):
 def test_overlap_boards_set_overlap_beside_the_linear_probe_on_the_same_features(pages):
     """Each class-overlap board's comparison table: every row's overlap and linear top-1 are its two records'
     values, its ranks order them (least overlap, best top-1 first), and the reading follows the rank gap."""
-    from harness.leaderboard.render_overlap import RANK_GAP
+    from harness.leaderboard.sections.overlap import RANK_GAP
 
     corpus = [r for r in read_records(ROOT / paths.CORPUS) if r.status == "ok" and r.k_shot is None]
     page = pages["tasks/class_overlap.md"]

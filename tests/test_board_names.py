@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.leaderboard.analysis import board_codes, board_names
+from harness.leaderboard.statistics.analysis import board_codes, board_names
 
 
 def _board(key: str, protocol_params: dict, dataset: str = "homography_photos", **fields: str) -> dict:

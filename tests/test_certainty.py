@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.leaderboard import boards, connect_corpus, rendered_pages
-from harness.leaderboard.analysis import (
+from harness.leaderboard.statistics.analysis import (
     BETTER,
     SEED_MARGIN,
     TIED,
@@ -23,8 +23,8 @@ from harness.leaderboard.analysis import (
     standing,
     verdict,
 )
-from harness.leaderboard.floors import NORMALS_PRIOR, board_floor, clears
-from harness.leaderboard.statistics import PairedTest
+from harness.leaderboard.statistics.bootstrap import PairedTest
+from harness.leaderboard.statistics.floors import NORMALS_PRIOR, board_floor, clears
 from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Record
 from harness.runs.samples import write_samples
 

@@ -13,7 +13,7 @@ from sklearn.metrics import average_precision_score, f1_score
 
 from harness.core import paths
 from harness.leaderboard import rendered_pages
-from harness.leaderboard.chance import chance_rows, expected_average_precision, expected_recall_at
+from harness.leaderboard.statistics.chance import chance_rows, expected_average_precision, expected_recall_at
 from harness.runs.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.leaderboard import doc_numbers
+from harness.leaderboard.site import doc_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 # A decimal with two or more digits after the point: what a measurement looks like.
@@ -48,7 +48,7 @@ def corpus():
 def test_every_marked_number_is_its_sources(corpus, page):
     text = (ROOT / page).read_text(encoding="utf-8")
     assert doc_numbers.fill(text, corpus, ROOT) == text, (
-        f"{page} quotes numbers its sources no longer give: run python -m harness.leaderboard.doc_numbers")
+        f"{page} quotes numbers its sources no longer give: run python -m harness.leaderboard.site.doc_numbers")
 
 
 @pytest.mark.parametrize("page", sorted(NOT_MEASURED))

@@ -21,9 +21,9 @@ import pytest
 from test_layer_rows import classification, depth  # the synthetic records those tests use
 
 from harness.leaderboard import render_site, rendered_pages
-from harness.leaderboard.downloads import parse_sums
-from harness.leaderboard.plot_data import TEMPLATES, dvc_plots
-from harness.leaderboard.releases import ReleaseError, cut_release, releases
+from harness.leaderboard.figures.data import TEMPLATES, dvc_plots
+from harness.leaderboard.queries.downloads import parse_sums
+from harness.leaderboard.queries.releases import ReleaseError, cut_release, releases
 from harness.runs.records import parse_record
 from harness.runs.samples import write_samples
 
@@ -213,7 +213,7 @@ def test_release_stage_regenerates_cuts_and_refuses_twice(project, monkeypatch, 
     assert {p.name: p.read_bytes() for p in v1.iterdir()} == before
     # in a git repository, once the cut is committed, the same command publishes it (harness.leaderboard
     # .versioned_site, tested on its own in tests/test_versioned_site.py); a published release never changes
-    from harness.leaderboard.versioned_site import published_versions
+    from harness.leaderboard.site.versions import published_versions
 
     Path("mkdocs.yml").write_text("site_name: t\ntheme:\n  name: material\n  font: false\n")
     Path(".gitignore").write_text("/site/\n")

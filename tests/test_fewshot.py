@@ -18,12 +18,12 @@ from harness.core import paths
 from harness.core.config import ConfigError, load_params
 from harness.datasets.manifest import Item, Manifest
 from harness.leaderboard import boards, comparability_key, connect_corpus, rendered_pages
-from harness.leaderboard.analysis import analyse
-from harness.leaderboard.comparability import curve_key
-from harness.leaderboard.db_fewshot import curves
+from harness.leaderboard.figures.style import nice_ticks
 from harness.leaderboard.markdown import FRONT_MATTER_HEADER
-from harness.leaderboard.plots_fewshot import nice_ticks
-from harness.leaderboard.render_fewshot import curve_plot_path
+from harness.leaderboard.queries.comparability import curve_key
+from harness.leaderboard.queries.fewshot import curves
+from harness.leaderboard.sitemap import curve_plot_path
+from harness.leaderboard.statistics.analysis import analyse
 from harness.runs.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
 from harness.runs.records import SCHEMA_VERSION, read_records
 from harness.stages import calls as stages

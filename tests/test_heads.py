@@ -17,7 +17,7 @@ from harness.core import paths
 from harness.core.config import load_params
 from harness.core.hashing import sha256_file
 from harness.heads.load import HeadMismatchError, load_probe, read_head
-from harness.leaderboard.comparability import comparability_key
+from harness.leaderboard.queries.comparability import comparability_key
 from harness.probes import ProbeInputs, get_probe
 from harness.runs.samples import read_samples
 from harness.stages import calls as stages

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from harness.leaderboard import boards, comparability_key, connect_corpus, rendered_pages
-from harness.leaderboard.analysis import board_codes
-from harness.leaderboard.db_fewshot import curves
+from harness.leaderboard.queries.fewshot import curves
+from harness.leaderboard.statistics.analysis import board_codes
 from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Record
 from harness.runs.samples import write_samples
 

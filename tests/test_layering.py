@@ -55,3 +55,36 @@ def test_no_module_imports_itself_back():
     graph = nx.DiGraph(_edges())
     cycles = sorted(nx.simple_cycles(graph), key=len)
     assert not cycles, f"{len(cycles)} import cycles, e.g. {' -> '.join(cycles[0] + cycles[0][:1])}"
+
+
+# harness/leaderboard by what things are, top to bottom: the site as a whole (which pages exist, the mkdocs hook,
+# README numbers, published versions); one module per kind of page; sections more than one page shows; figures in
+# one chart style; files the site quotes besides the corpus; Markdown formatting; statistics; DuckDB queries; and
+# the site map that owns every path and anchor.
+LEADERBOARD_LAYERS = ["site", "pages", "sections", "figures", "sources", "markdown", "statistics", "queries", "sitemap"]
+
+
+def _leaderboard_part(path: str) -> str | None:
+    parts = Path(path).parts
+    if parts[:2] != ("harness", "leaderboard") or (parts[-1] == "__init__.py" and len(parts) == 3):
+        return None
+    return Path(parts[2]).stem if len(parts) == 3 else parts[2]
+
+
+def test_leaderboard_parts_import_only_parts_below_and_no_page_imports_another():
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "harness" / "leaderboard").rglob("*.py"))
+    assert {_leaderboard_part(f) for f in files} - {None} == set(LEADERBOARD_LAYERS)
+    rank = {part: index for index, part in enumerate(LEADERBOARD_LAYERS)}
+    upward, page_to_page = [], []
+    for f in files:
+        part = _leaderboard_part(f)
+        for g in direct_imports(f, ROOT):
+            target = _leaderboard_part(g)
+            if part is None or target is None or g.endswith("/__init__.py"):
+                continue
+            if target != part and rank[target] < rank[part]:
+                upward.append(f"{f} -> {g}")
+            if part == target == "pages" and g != f:
+                page_to_page.append(f"{f} -> {g}")
+    assert not upward, f"leaderboard parts importing a part above them: {upward}"
+    assert not page_to_page, f"a page module importing another (move what they share to sections/): {page_to_page}"

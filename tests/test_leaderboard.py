@@ -28,10 +28,11 @@ from harness.leaderboard import (
     rendered_pages,
     task_summary,
 )
-from harness.leaderboard.markdown import FRONT_MATTER_HEADER, protocol_anchor
-from harness.leaderboard.render import is_generated
-from harness.leaderboard.render_fewshot import FEWSHOT_PROTOCOL
-from harness.leaderboard.statistics import PairingError
+from harness.leaderboard.markdown import FRONT_MATTER_HEADER
+from harness.leaderboard.sections.curves import FEWSHOT_PROTOCOL
+from harness.leaderboard.site.build import is_generated
+from harness.leaderboard.sitemap import protocol_anchor
+from harness.leaderboard.statistics.bootstrap import PairingError
 from harness.runs.records import BackboneInfo, DatasetInfo, Environment, Failure, Record, read_records
 from harness.runs.samples import SamplesError, write_samples
 
@@ -260,7 +261,7 @@ def test_k_shot_enters_the_key_only_when_set(corpus):
     """A full-split run keeps the key it had before few-shot runs existed (its anchor and derived seeds too);
     the same run at some k gets another key, and check_comparable names k_shot."""
     from harness.core.hashing import hash_json
-    from harness.leaderboard.comparability import COMPARABILITY_FIELDS, comparability_fields
+    from harness.leaderboard.queries.comparability import COMPARABILITY_FIELDS, comparability_fields
 
     record = corpus[0]
     before = comparability_fields(record)
@@ -342,7 +343,7 @@ def test_stale_generated_pages_go_hand_written_stay(corpus, tmp_path):
 def test_mkdocs_builds_strict(sampled, tmp_path):
     corpus, root = sampled
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
-    hook = Path("harness/leaderboard/mkdocs_hooks.py")  # mkdocs.yml names it relative to itself
+    hook = Path("harness/leaderboard/site/mkdocs_hooks.py")  # mkdocs.yml names it relative to itself
     (tmp_path / hook).parent.mkdir(parents=True)
     shutil.copy(REPO / hook, tmp_path / hook)
     docs = tmp_path / "docs"
@@ -675,7 +676,7 @@ def test_committed_protocols_have_the_anchors_boards_link_to():
 def test_a_checkpoint_that_is_not_the_published_pin_says_so_on_every_row(corpus):
     """`checkpoint=PATH` of another file than the pin is `kind: checkpoint`: ranked as what it is, and its row
     label says it is not the published weights wherever the row shows (boards, cross-task, compare)."""
-    from harness.leaderboard.db import CHECKPOINT_LABEL
+    from harness.leaderboard.queries.db import CHECKPOINT_LABEL
 
     mine = classification("dinov2_vits14", "e6b2", top1=0.9650, top5=0.9990, suffix="-mine")
     mine = mine.model_copy(update={"backbone": mine.backbone.model_copy(update={"weights": {
@@ -691,7 +692,7 @@ def test_a_checkpoint_that_is_not_the_published_pin_says_so_on_every_row(corpus)
 def test_a_replicate_on_seed_zeros_evaluation_draw_shares_its_board_and_one_on_another_does_not(corpus):
     """relative_depth's seed draws its pairs too: a sweep pins them to seed 0's (`pairs_seed: 0`), which keeps the
     replicate on the seed-0 row's board; a replicate scored on other pairs is another evaluation."""
-    from harness.leaderboard.comparability import comparability_key, is_seed_replicate
+    from harness.leaderboard.queries.comparability import comparability_key, is_seed_replicate
 
     base = classification("resnet50", "5a0e", top1=0.9120, top5=0.9971)
 
@@ -710,8 +711,8 @@ def test_seed_replicates_stay_off_the_board_and_give_its_seed_spread(corpus):
     """A seed sweep's runs (protocol_params.seed set) share their seed-0 row's comparability key, are on no board
     (the board keeps its rows and ranks), and the board's seed spread is the largest standard deviation over a
     swept row's seeds."""
-    from harness.leaderboard.comparability import comparability_key, is_seed_replicate
-    from harness.leaderboard.db_replicates import seed_spreads
+    from harness.leaderboard.queries.comparability import comparability_key, is_seed_replicate
+    from harness.leaderboard.queries.replicates import seed_spreads
 
     base = classification("resnet50", "5a0e", top1=0.9120, top5=0.9971)
     replicates = [

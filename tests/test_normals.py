@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.integrate import quad
 
-from harness.leaderboard.chance import NORMALS_CHANCE, chance_rows
+from harness.leaderboard.statistics.chance import NORMALS_CHANCE, chance_rows
 from harness.probes import ProbeInputs, get_probe, validate_probe_params
 from harness.probes.dense import metrics as M
 from harness.probes.dense.normals import (

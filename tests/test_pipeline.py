@@ -119,7 +119,7 @@ def test_run_pages_name_each_committed_stage_as_dvc_addresses_it():
     """A run page's `dvc repro` line (from the record's grid and backbone) is the address the harness gives DVC,
     and that file defines the stage."""
     from harness.core.dvcfiles import address, dvc_file
-    from harness.leaderboard.render_provenance import rerun_commands, stage_of
+    from harness.leaderboard.pages.runs import rerun_commands, stage_of
     from harness.pipeline.generate import stage_names
 
     records = read_records(ROOT / paths.CORPUS)
@@ -225,8 +225,8 @@ def test_corpus_is_exactly_the_collected_ok_records(params):
 def test_metrics_files_match_records_and_the_sites_intervals(params):
     """Each stage's DVC metrics file: its record's headline with the interval the site shows for it (the same
     bootstrap, rows and seed); few-shot stages: the mean per k."""
-    from harness.leaderboard.analysis import analyse
-    from harness.leaderboard.db import connect_corpus
+    from harness.leaderboard.queries.db import connect_corpus
+    from harness.leaderboard.statistics.analysis import analyse
 
     corpus = read_records(ROOT / paths.CORPUS)
     intervals = analyse(connect_corpus(corpus), corpus, ROOT).intervals
@@ -384,7 +384,7 @@ EDITS = {
                                 lambda s: s == "prepare-distortion_2afc"),
     "harness/runs/records.py": (("code", "harness/runs/records.py"),
                                 lambda s: _is_probe(s) or s in ("collect", "site")),
-    "a leaderboard renderer": (("code", "harness/leaderboard/render_boards.py"), lambda s: s == "site"),
+    "a leaderboard renderer": (("code", "harness/leaderboard/pages/boards.py"), lambda s: s == "site"),
 }
 
 

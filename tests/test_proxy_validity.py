@@ -14,9 +14,9 @@ import scipy.stats
 
 from harness.core import paths
 from harness.leaderboard import rendered_pages
-from harness.leaderboard.proxy_validity import CSV_COLUMNS, estimates, proxy_fits
-from harness.leaderboard.render_proxy import DATA_PATH
-from harness.leaderboard.statistics import MIN_CORRELATION_N, misrank_rate
+from harness.leaderboard.sitemap import PROXY_DATA
+from harness.leaderboard.statistics.bootstrap import MIN_CORRELATION_N, misrank_rate
+from harness.leaderboard.statistics.proxy_validity import CSV_COLUMNS, estimates, proxy_fits
 from harness.runs.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def pages():
 
 def test_the_page_and_data_table_agree_on_the_committed_corpus(pages):
     page = pages["proxy.md"]
-    rows = list(csv.DictReader(io.StringIO(pages[DATA_PATH])))
+    rows = list(csv.DictReader(io.StringIO(pages[PROXY_DATA])))
     assert rows and list(rows[0]) == list(CSV_COLUMNS)
     whole = [r for r in rows if r["threshold"] == ""]
     assert all(int(r["n"]) >= MIN_CORRELATION_N for r in rows)

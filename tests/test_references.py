@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.leaderboard.references import RESULTS, hed_anchor, reference_lines
+from harness.leaderboard.sources.references import RESULTS, hed_anchor, reference_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_no_results_file_no_reference(tmp_path):
 
 def test_a_fixed_filter_baseline_stands_among_the_pretrained_rows_at_its_value_unranked():
     from harness.core import paths
-    from harness.leaderboard.render import rendered_pages
+    from harness.leaderboard.site.build import rendered_pages
     from harness.runs.records import read_records
 
     corpus = read_records(ROOT / paths.CORPUS)

@@ -11,7 +11,7 @@ import pytest
 from harness.core import paths
 from harness.core.hashing import sha256_file
 from harness.leaderboard import connect_corpus
-from harness.leaderboard.db_samples import load_samples_table, run_columns
+from harness.leaderboard.queries.samples import load_samples_table, run_columns
 from harness.runs.records import Record, read_records
 from harness.runs.samples import SamplesError, read_samples, samples_csv, write_samples
 
@@ -70,7 +70,7 @@ def test_malformed_samples_are_refused(tmp_path, ids, columns, message):
     assert not (tmp_path / "s.csv").exists()
 
 
-# -- read by DuckDB (harness.leaderboard.db_samples) ---------------------------------------------------
+# -- read by DuckDB (harness.leaderboard.queries.samples) ---------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
 TRICKY = np.array([

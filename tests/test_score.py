@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.cli.main import main
 from harness.core import paths
-from harness.leaderboard.comparability import comparability_key
+from harness.leaderboard.queries.comparability import comparability_key
 from harness.runs.records import read_records, write_records
 
 
@@ -119,7 +119,8 @@ def test_score_returns_a_typed_result_with_the_interval_and_verdict_it_prints(im
     order = [ids_b.index(i) for i in ids_a]
     assert abs(versus.test.difference - float((a["top1"] - b["top1"][order]).mean())) < 1e-12
     assert versus.test.low <= versus.test.difference <= versus.test.high
-    # the paired test's rule (harness.leaderboard.analysis.verdict), read from your side: top1 is higher-better
+    # the paired test's rule (harness.leaderboard.statistics.analysis.verdict), read from your side: top1 is
+    # higher-better
     expected = TIED if versus.p_value >= 0.05 else {True: BETTER, False: WORSE}[versus.test.difference > 0]
     assert versus.verdict in ((expected, TIED_TOLERANCE) if expected != TIED else (TIED,))
     printed = str(result)

@@ -10,8 +10,8 @@ import pytest
 
 from harness.core import paths
 from harness.leaderboard import rendered_pages
-from harness.leaderboard.releases import RELEASES_DIR, check_files, releases
-from harness.leaderboard.render import GENERATED_DIRS, GENERATED_FILES, OWNED_DIRS, is_generated
+from harness.leaderboard.queries.releases import RELEASES_DIR, check_files, releases
+from harness.leaderboard.site.build import GENERATED_DIRS, GENERATED_FILES, OWNED_DIRS, is_generated
 from harness.runs.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_generated_pages_live_where_the_site_stage_writes_them():
 
 
 def test_committed_releases_never_change():
-    """A release is cut once (harness.leaderboard.releases.cut_release) and never rewritten: every file in it
+    """A release is cut once (harness.leaderboard.queries.releases.cut_release) and never rewritten: every file in it
     still has the SHA-256 its SHA256SUMS lists, and nothing was added or removed."""
     folder = ROOT / paths.DOCS / RELEASES_DIR
     for release in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from harness.leaderboard.statistics import (
+from harness.leaderboard.statistics.bootstrap import (
     MIN_CORRELATION_N,
     PairingError,
     average_ranks,
@@ -175,7 +175,7 @@ def test_rank_correlation_bootstraps_over_the_pairs():
 
 
 def test_intervals_split_over_processes_are_the_same_bits_in_the_same_order():
-    from harness.leaderboard.statistics import bootstrap_cis
+    from harness.leaderboard.statistics.bootstrap import bootstrap_cis
 
     rng = np.random.default_rng(7)
     jobs = [(rng.random(int(n)), seed) for seed, n in enumerate(rng.integers(1, 300, size=23))]

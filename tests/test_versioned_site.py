@@ -1,4 +1,4 @@
-"""Publishing the site as frozen versions with mike (harness.leaderboard.versioned_site), on a two-page MkDocs
+"""Publishing the site as frozen versions with mike (harness.leaderboard.site.versions), on a two-page MkDocs
 Material project with a bare git remote beside it: no network."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.leaderboard.versioned_site import LATEST, PublishError, publish, published_versions
+from harness.leaderboard.site.versions import LATEST, PublishError, publish, published_versions
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.org"}

@@ -13,7 +13,7 @@ import sys
 
 from harness.core import paths
 from harness.core.config import PARAMS_FILE, load_params
-from harness.leaderboard.markdown import protocol_anchor
+from harness.leaderboard.sitemap import protocol_anchor
 from harness.probes import PROBES, get_probe
 from harness.runs.own_data import LAYOUTS
 from harness.runs.records import read_records

@@ -189,7 +189,7 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
 
 def _paired_line(run: Run, committed, experiment, ref: str) -> str | None:
     """`RUN headline Δ +0.0067 [-0.0067, +0.0200] over 150 images: tied`, from both runs' per-sample files."""
-    from harness.leaderboard.statistics import PairingError, paired_bootstrap, paired_seed
+    from harness.leaderboard.statistics.bootstrap import PairingError, paired_bootstrap, paired_seed
     from harness.runs.samples import parse_samples
 
     metric = committed.headline_metric

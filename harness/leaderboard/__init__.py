@@ -3,15 +3,15 @@ uncertainty from the runs' per-sample scores (`statistics`, `analysis`), and ren
 pages and SVG figures of the mkdocs site. Everything here is a pure function of the corpus and those
 per-sample files."""
 
-from harness.leaderboard.comparability import (
+from harness.leaderboard.queries.comparability import (
     COMPARABILITY_FIELDS,
     ComparabilityError,
     check_comparable,
     comparability_key,
 )
-from harness.leaderboard.db import boards, connect_corpus
-from harness.leaderboard.db_summaries import backbone_summary, failed_runs, task_summary
-from harness.leaderboard.render import GENERATED_HEADER, render_site, rendered_pages
+from harness.leaderboard.queries.db import boards, connect_corpus
+from harness.leaderboard.queries.summaries import backbone_summary, failed_runs, task_summary
+from harness.leaderboard.site.build import GENERATED_HEADER, render_site, rendered_pages
 
 __all__ = [
     "COMPARABILITY_FIELDS",

@@ -3,7 +3,7 @@ site as version v1.
 
 Cutting: regenerates the site (so docs/downloads/ is the corpus's), copies docs/downloads/ to docs/releases/v1/
 (refused if a later release exists: a release never changes), and regenerates the site again, so the downloads
-page and the changelog list the new release. Publishing (`harness.leaderboard.versioned_site`, with mike): the
+page and the changelog list the new release. Publishing (`harness.leaderboard.site.versions`, with mike): the
 committed site becomes version v1 on the gh-pages branch beside `latest`, pushed to `--remote` when one is named.
 The cut leaves pages to commit, so a first run cuts and says so; the same command, run again once they are
 committed, publishes (and a run interrupted at any step heals the same way).
@@ -24,8 +24,8 @@ log = logging.getLogger("visbench")
 
 
 def run(version: str, remote: str | None = None) -> Path:
-    from harness.leaderboard.releases import RELEASES_DIR, ReleaseError, cut_release, release_number
-    from harness.leaderboard.versioned_site import PublishError, publish, published_versions
+    from harness.leaderboard.queries.releases import RELEASES_DIR, ReleaseError, cut_release, release_number
+    from harness.leaderboard.site.versions import PublishError, publish, published_versions
 
     # Checked before the site is regenerated: a wrong name or an out-of-order release costs nothing.
     target = paths.DOCS / RELEASES_DIR / version

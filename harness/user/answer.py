@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.bootstrap import Interval, paired_seed
-from harness.leaderboard import db
-from harness.leaderboard.analysis import (
+from harness.leaderboard.queries import db
+from harness.leaderboard.statistics.analysis import (
     BETTER,
     TIED,
     TIED_SEED,
@@ -23,7 +23,7 @@ from harness.leaderboard.analysis import (
     seed_margin,
     verdict,
 )
-from harness.leaderboard.statistics import PairedTest, paired_bootstrap, paired_statistic_bootstrap
+from harness.leaderboard.statistics.bootstrap import PairedTest, paired_bootstrap, paired_statistic_bootstrap
 from harness.runs.records import Record
 
 WORSE = "worse"  # the committed row is better: BETTER read from your side
@@ -40,7 +40,7 @@ class Versus:
     test: PairedTest  # difference = yours − theirs
     p_value: float
     holm: bool  # p is Holm-adjusted over the board's pairs (both rows ranked), else a single test's
-    verdict: str  # BETTER, WORSE, TIED, TIED_TOLERANCE or TIED_SEED (harness.leaderboard.analysis)
+    verdict: str  # BETTER, WORSE, TIED, TIED_TOLERANCE or TIED_SEED (harness.leaderboard.statistics.analysis)
 
 
 @dataclass(frozen=True)

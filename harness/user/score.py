@@ -20,9 +20,9 @@ from harness.api import DEFAULT_WORKSPACE
 from harness.core import paths
 from harness.core.config import ConfigError
 from harness.core.hashing import canonical_json
-from harness.leaderboard.analysis import board_codes, board_names
-from harness.leaderboard.comparability import comparability_fields, comparability_key
-from harness.leaderboard.markdown import page_stem
+from harness.leaderboard.queries.comparability import comparability_fields, comparability_key
+from harness.leaderboard.sitemap import page_stem
+from harness.leaderboard.statistics.analysis import board_codes, board_names
 from harness.runs.records import Record, read_records
 from harness.user.answer import Headline, headline_table, headlines
 
@@ -47,7 +47,8 @@ class Board:
 
 
 def _board_fields(key: str, record: Record) -> dict[str, object]:
-    """What `board_names` reads of a board, from one of its records (the columns `harness.leaderboard.db` keeps)."""
+    """What `board_names` reads of a board, from one of its records (the columns `harness.leaderboard.queries.db`
+    keeps)."""
     return {"comparability_key": key, "task": record.task, "dataset_name": record.dataset.name,
             "split": record.dataset.split, "protocol": record.protocol,
             "protocol_params": canonical_json(record.protocol_params),
@@ -118,7 +119,7 @@ def score(backbone: str, board: str, *, layers: object = None, device: str | Non
     """Run `backbone` on the board's task, dataset and protocol into `workspace`, and rank it there. A run that
     lands on another board (your copy of the dataset differs, say) is refused, naming what differs."""
     from harness.api import run
-    from harness.leaderboard.render import rendered_pages
+    from harness.leaderboard.site.build import rendered_pages
 
     target = find_board(board)
     record = target.first

@@ -1,0 +1,1 @@
+"""SVG charts and the data files behind them, in one chart style (`figures.style`)."""

@@ -1,0 +1,1 @@
+"""Files the site quotes besides the corpus: benchmark results (costs, referenced numbers)."""

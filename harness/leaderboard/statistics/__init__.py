@@ -1,0 +1,1 @@
+"""Uncertainty and verdicts: the bootstrap, per-board analysis, floors, chance rows, proxy validity."""
