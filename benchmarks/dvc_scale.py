@@ -27,7 +27,7 @@ Then, interleaved, `--reps` times, each a whole process timed
 from outside (wall clock, and CPU from the kernel's rusage), every output checked: (a) `dvc status`;
 (b) `dvc repro --all-pipelines` (DVC's graph of every stage); (c) what the CLI runs when nothing is out of date
 (harness.pipeline.dvc_runner.repro_with_progress): `dvc status --json` of every stage as the CLI names them
-(harness.pipeline.generate.dvc_targets: a row as its file) through harness.pipeline.dvc_runner.dvc_command (past
+(harness.pipeline.targets.dvc_targets: a row as its file) through harness.pipeline.dvc_runner.dvc_command (past
 1 KB of arguments, in a file), and, beside it, `dvc repro --single-item --glob` of the same targets, through a file
 and on DVC's own command line; (d) the same two for the last grid alone; (e) `dvc commit --force` of one probe
 stage, DVC's bookkeeping after a stage has run (hash its outputs, rewrite its entry in its row's lock); (f) the
@@ -321,7 +321,7 @@ def cli_targets(stages: dict[str, Stage], project: Path, grid: str | None = None
     """The targets the CLI names for every stage (grid None) or for one grid's (with the code stage and the
     prepare stages): harness.pipeline.generate.dvc_targets, as `dvc repro --glob` (or, not `glob`, `dvc status`)
     is told them (a row whose stages are all selected is its file); and how many stages they are."""
-    from harness.pipeline.generate import dvc_targets
+    from harness.pipeline.targets import dvc_targets
 
     names = [name for name in stages if grid is None or name == "codedeps" or name.startswith("prepare-")
              or dvcfiles.stage_grid(name) == grid]

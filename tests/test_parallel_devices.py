@@ -13,7 +13,8 @@ import pytest
 from harness.core.config import load_params
 from harness.core.dvcfiles import address, dvc_file
 from harness.executors.parallel import deal
-from harness.pipeline import generate as pipeline
+from harness.pipeline.documents import documents
+from harness.pipeline.targets import stage_commands, stage_names
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,9 +31,9 @@ def test_stage_commands_are_dvc_yaml_templates_filled_in(repo_root):
     """What the parallel executor starts is exactly what DVC would: the committed dvc.yaml's commands."""
     import yaml
 
-    docs = pipeline.documents(load_params())
-    commands = pipeline.stage_commands(docs)
-    assert set(commands) == set().union(*map(pipeline.stage_names, docs.values()))
+    docs = documents(load_params())
+    commands = stage_commands(docs)
+    assert set(commands) == set().union(*map(stage_names, docs.values()))
     committed = yaml.safe_load((repo_root / dvc_file("extract-default-fashion_mnist@efficientnet_lite0")).read_text()
                                )["stages"]
     group = committed["extract-default-fashion_mnist"]

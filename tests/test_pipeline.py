@@ -60,7 +60,7 @@ def _locate(record):
 
 def test_committed_dvc_yaml_is_a_fresh_generation(params):
     from harness.core.dvcfiles import dvc_files
-    from harness.pipeline.generate import render
+    from harness.pipeline.documents import render
 
     rendered = render(params)
     assert sorted(rendered) == sorted(dvc_files(ROOT)), "a grid's file is missing or left over: run `pipeline`"
@@ -107,7 +107,7 @@ def test_a_stamp_that_cannot_be_read_means_check_again(tmp_path, monkeypatch):
 
 def test_each_lock_pins_only_stages_its_dvc_yaml_defines():
     from harness.core.dvcfiles import dvc_files, lock_of, read_lock_file
-    from harness.pipeline.generate import stage_names
+    from harness.pipeline.targets import stage_names
 
     for path in dvc_files(ROOT):
         defined = stage_names(yaml.safe_load((ROOT / path).read_text()))
@@ -120,7 +120,7 @@ def test_run_pages_name_each_committed_stage_as_dvc_addresses_it():
     and that file defines the stage."""
     from harness.core.dvcfiles import address, dvc_file
     from harness.leaderboard.pages.runs import rerun_commands, stage_of
-    from harness.pipeline.generate import stage_names
+    from harness.pipeline.targets import stage_names
 
     records = read_records(ROOT / paths.CORPUS)
     for record in records:
@@ -135,7 +135,8 @@ def test_locks_of_earlier_layouts_move_to_the_rows_files_verbatim(tmp_path):
     row file that defines their stage, unchanged (so nothing re-runs); an entry already there wins; the root
     keeps its own; the earlier layout's files are then stale."""
     from harness.core.dvcfiles import lock_of, read_lock_file, row_file
-    from harness.pipeline.generate import _stale_files, relocate_lock_entries
+    from harness.pipeline.generate import _stale_files
+    from harness.pipeline.locks import relocate_lock_entries
 
     root_doc = {"stages": {"collect": {"cmd": "c"}}}
     docs = {Path("dvc.yaml"): root_doc,
@@ -171,7 +172,7 @@ def test_a_stage_name_maps_to_its_rows_file():
 
 
 def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
-    from harness.pipeline.generate import prune_lock
+    from harness.pipeline.locks import prune_lock
 
     lock = tmp_path / "dvc.lock"
     lock.write_text("schema: '2.0'\nstages:\n  old-name:\n    cmd: a\n  extract-g-d@b:\n    cmd: b  # kept\n")
@@ -555,7 +556,7 @@ def test_dvc_is_told_whole_rows_as_one_target_each():
     reading another's features comes after it; the prepare stages are `prepare-*` when all are asked."""
     from fnmatch import fnmatch
 
-    from harness.pipeline.generate import dvc_targets, stage_names
+    from harness.pipeline.targets import dvc_targets, stage_names
 
     root = {"stages": {"codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"}, "prepare-e": {"cmd": "p"},
                        "collect": {"cmd": "k"}, "site": {"cmd": "s"}}}
@@ -599,7 +600,7 @@ def test_a_backbones_extraction_reads_its_own_checkpoint_entry_only(params):
     no other stage's: the params key is the backbone's entry, never the whole block."""
     import copy
 
-    from harness.pipeline.generate import documents
+    from harness.pipeline.documents import documents
 
     mine = copy.deepcopy(params)
     mine.checkpoints["efficientnet_lite0"] = "weights/my_lite0.pth"

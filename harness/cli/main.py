@@ -81,10 +81,11 @@ def _selected_runs(overrides: dict, default_grid: str | None = None, check: bool
     runs, notes = select_runs(params, grid=grid, task=overrides.get("task"), backbone=overrides.get("backbone"))
     if not check:
         from harness.pipeline import generate as pipeline
+        from harness.pipeline.documents import render
 
         if overrides.get("dry_run", False):
             # a dry run writes nothing, not even the tracked dvc.yaml files a plugin or a params.yaml edit changed
-            stale = [str(path) for path, text in pipeline.render(params).items()
+            stale = [str(path) for path, text in render(params).items()
                      if not path.is_file() or path.read_text() != text]
             if stale:
                 log.info("note: %d dvc.yaml file(s) out of date with params.yaml (%s%s); a dry run leaves them, a "

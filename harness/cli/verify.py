@@ -189,7 +189,3 @@ def format_checks(checks: list[MetricCheck]) -> str:
         lines.append(f"{c.run_id:<48} {c.metric:<18} {fmt(c.committed):>10} {fmt(c.reproduced):>10} "
                      f"{diff:>10}  {'yes' if c.ok else 'NO'}" + (f"  ({c.note})" if c.note else ""))
     return "\n".join(lines)
-
-
-def committed_records() -> list[Record]:
-    return read_records(paths.CORPUS)

@@ -66,8 +66,9 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
     site ran), as the local executor returns."""
     from harness.core import dvcfiles
     from harness.core.config import load_params
-    from harness.pipeline import generate as pipeline
+    from harness.pipeline.documents import documents
     from harness.pipeline.dvc_runner import repro_with_progress, run_dvc, stale_stages
+    from harness.pipeline.targets import stage_commands
 
     prepares = list(dict.fromkeys(run.prepare_stage for run in runs))
     if repro_with_progress(prepares):
@@ -79,7 +80,7 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
     for run in runs:
         if run.extract_stage in stale and run.extract_stage not in by_backbone.get(run.backbone, []):
             by_backbone.setdefault(run.backbone, []).append(run.extract_stage)
-    commands = pipeline.stage_commands(pipeline.documents(load_params()))
+    commands = stage_commands(documents(load_params()))
     dealt = [(device, stages) for device, stages in deal(by_backbone, devices) if stages]
     if dealt:
         log.info("extracting %d stages in %d parallel processes: %s", sum(len(s) for _, s in dealt), len(dealt),

@@ -276,7 +276,7 @@ def grouped(targets: list[str], patterns: bool = False, docs: dict[Path, dict[st
             ) -> list[str]:
     """Stage names as DVC is best told them (generate.dvc_targets): a row (one backbone's file in a grid) whose
     stages are all named as its file, the rest by their addresses; `patterns`: for `dvc repro --glob`."""
-    from harness.pipeline.generate import dvc_targets
+    from harness.pipeline.targets import dvc_targets
 
     return dvc_targets(targets, dvcfiles.load_documents() if docs is None else docs, glob=patterns)
 

@@ -9,7 +9,6 @@ the CLI and `verify` all derive that structure here, so a stage run from Python 
 
 from __future__ import annotations
 
-from harness.core import paths
 from harness.core.config import Params, canonical_backbone, stage_spelling
 from harness.core.registry import module_path
 from harness.runs.feature_reads import FeatureRead
@@ -80,8 +79,3 @@ def dataset_code(params: Params, dataset: str) -> str:
     from harness.datasets.kinds import DATASET_KINDS
 
     return module_path(DATASET_KINDS.module_of(params.datasets[dataset]["kind"])).as_posix()
-
-
-def probe_stage_names(params: Params) -> list[str]:
-    return [paths.stage_name(grid, task, stage_spelling(b))
-            for grid, spec in params.grids.items() for task in spec.tasks for b in spec.backbones]
