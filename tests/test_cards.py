@@ -63,3 +63,15 @@ def test_boards_backbone_pages_and_head_cards_say_so():
     assert "**Trained on this data**: `cifar10` is drawn from CIFAR-10" in readme
     control = record.model_copy(update={"backbone_name": "cifar_resnet20@random"})
     assert "a random-init control, trained on nothing" in model_card(control, "0" * 64)
+
+
+def test_importing_the_leaderboard_loads_no_torch():
+    """The cards are read by pages while they render; importing the leaderboard (what `visbench-harness pipeline`
+    does for its plot definitions) does not pull in the backbones package, and with it torch."""
+    import subprocess
+    import sys
+
+    probe = "import sys, harness.leaderboard; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

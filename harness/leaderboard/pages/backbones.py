@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.backbones.cards import card, describe
 from harness.leaderboard.markdown import (
     MISSING,
     NO_AGGREGATE,
@@ -31,6 +30,8 @@ from harness.leaderboard.statistics.analysis import Analysis
 def _card_lines(name: str) -> list[str]:
     """Licence, training data (with sizes) and where the weights come from (`harness.backbones.cards`); a control
     was trained on nothing."""
+    from harness.backbones.cards import card, describe  # here: the backbones package loads torch (pages/boards.py)
+
     described = card(name)
     if described is None:
         return [] if "@" in name else ["About: not declared (a backbone of your own: nothing describes it).", ""]

@@ -6,7 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.backbones.cards import trained_on
 from harness.core.paths import stage_of_run, stage_parts
 from harness.leaderboard.markdown import (
     MISSING,
@@ -43,6 +42,10 @@ def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, 
                  ) -> list[str]:
     """One board: its title, what it ranks by, caveats, the ranked table with intervals and tie groups, each row's
     cost (`sections.costs`), the paired tests, and (collapsed) the identity hashes and parameters that define it."""
+    # imported here: the backbones package loads torch, which importing the leaderboard (`visbench-harness
+    # pipeline` reads its plot definitions) should not pay for
+    from harness.backbones.cards import trained_on
+
     key = board["comparability_key"]
     stats = analysis.stats[key]
     headline = board["headline_metric"]
