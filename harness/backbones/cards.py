@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.backbones.lock import read_lock
+from harness.backbones.registry import CONTROL_SUFFIX
 
 # How many images of each collection weights train on (its published training split, where it has one: CIFAR-10's
 # 50,000 of 60,000; BSDS500's train and val, 300 of 500), for the collections cards and by_name's tag tokens name
@@ -74,12 +75,11 @@ CARDS: dict[str, BackboneCard] = {
 def card(backbone_name: str) -> BackboneCard | None:
     """The card of a backbone as records name it; None for a random-init control (it was trained on nothing) and
     for a backbone nothing describes (a plugin of your own)."""
-    arch, _, variant = backbone_name.partition("@")
-    if variant:
+    if backbone_name.endswith(CONTROL_SUFFIX):
         return None
-    if arch in CARDS:
-        return CARDS[arch]
-    entry = read_lock().get(arch)  # a backbone by spec: its lock entry describes it
+    if backbone_name in CARDS:
+        return CARDS[backbone_name]
+    entry = read_lock().get(backbone_name)  # a backbone by spec: its lock entry describes it
     if entry is None:
         return None
     return BackboneCard(entry.meta.get("license"),

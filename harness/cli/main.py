@@ -278,8 +278,8 @@ def list_everything() -> int:
         else:
             where = describe_weights(name)
         described = card(name)  # licence and training data, as data: nothing is built
-        about = "" if described is None else (f"; licence {describe(described)['licence']}; trained on "
-                                              f"{describe(described)['training data']}")
+        fields = None if described is None else describe(described)
+        about = "" if fields is None else f"; licence {fields['licence']}; trained on {fields['training data']}"
         print(f"  {name:<28} {where}{about}")
     unpinned = [alias for alias in STANDARD_ROWS if alias not in locked]
     if unpinned:

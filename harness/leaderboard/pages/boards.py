@@ -87,11 +87,13 @@ def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, 
     # Cost (parameters · GFLOPs · img/s, one compact cell) after the metrics: it widens the scrolled part only.
     header = ["Rank", "Backbone", headline_head, "Tie group",
               *(cell(n) + (" [95% CI]" if n in resampled else "") for n in others), "Cost", "Run"]
-    rows, seen_data = [], {}
+    # a board has one dataset, so one collection its rows' training data can overlap (DATASET_SOURCES)
+    rows, seen_by, seen_source = [], set(), None
     for row in board["rows"]:
         overlap = trained_on(row["backbone_name"], board["dataset_name"])
         if overlap is not None:
-            seen_data[row["backbone_name"]] = overlap.name
+            seen_by.add(row["backbone_name"])
+            seen_source = overlap.name
         rank = ("baseline" if row["baseline"] else "control") if row["control"] else (
             "under floor" if row.get("gated") else MISSING if row["rank"] is None else str(row["rank"]))
         # A missing cell stays visibly missing: never filled, never averaged over.
@@ -122,13 +124,9 @@ def render_board(board: dict[str, Any], analysis: Analysis, costs: Mapping[str, 
         lines += ["Chance rows are never ranked: what a predictor that never looks at the image scores, derived "
                   "from the board's labels (see [chance rows](../protocols.md#chance-rows)); n/a where that "
                   "predictor has no exact value.", ""]
-    if seen_data:
-        by_source: dict[str, list[str]] = {}
-        for name, source in sorted(seen_data.items()):
-            by_source.setdefault(source, []).append(name)
+    if seen_by:
         lines += ["†: trained on this data: the declared training data of "
-                  + "; ".join(f"{', '.join(cell(n) for n in names)} includes {cell(source)}"
-                              for source, names in by_source.items())
+                  + f"{', '.join(cell(n) for n in sorted(seen_by))} includes {cell(seen_source)}"
                   + f", which this board's dataset ({cell(board['dataset_name'])}) is drawn from, so its features "
                   "have seen these images' collection: a measure of what it learned there, not of transfer. The row "
                   "is ranked as it scored; its backbone page names the training data.", ""]
