@@ -63,7 +63,7 @@ from runner import Bench, ProcessTime, run_timed
 from harness.core import dvcfiles
 from harness.core.contents import contents_path, write_contents
 from harness.pipeline.dvc_runner import dvc_command
-from harness.pipeline.expand import Stage, expand
+from harness.pipeline.stage_model import StageSpec, read_stages
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "build" / "bench-dvc-scale"
@@ -170,14 +170,14 @@ def make_project(folder: Path, backbones: list[str], rows: list[tuple[str, str, 
     sh(PYTHON, "-m", "harness.cli.main", "pipeline", cwd=folder, env=env)
 
 
-def place_outs(project: Path, stages: dict[str, Stage], folder_files: int = 1) -> int:
+def place_outs(project: Path, stages: dict[str, StageSpec], folder_files: int = 1) -> int:
     """A small placeholder for every out (and metric) of every stage, instead of running it: a file, or a folder
     of `folder_files` files, with the contents file its stage writes last where a stage depends on that file
     (prepared data, features: harness.core.contents); the count of outs made."""
     read = {dep for stage in stages.values() for dep in stage.deps}
     made = 0
     for stage in stages.values():
-        for out in stage.outs:
+        for out in (o.path for o in stage.outs):
             path = project / out
             if path.exists():  # written by the generator itself (the code fingerprints)
                 continue
@@ -265,7 +265,7 @@ def make_shape_floor_project(folder: Path, count: int, env: dict[str, str], proj
             "outs": len(outs)}
 
 
-def missing_deps(project: Path, stages: dict[str, Stage]) -> list[str]:
+def missing_deps(project: Path, stages: dict[str, StageSpec]) -> list[str]:
     """Dependencies nothing here provides: DVC refuses to commit (or check) a stage with one."""
     return sorted({dep for stage in stages.values() for dep in stage.deps if not (project / dep).exists()})
 
@@ -316,7 +316,7 @@ def _committed(output: str) -> str | None:
     return "dvc commit failed" if "ERROR" in output else None
 
 
-def cli_targets(stages: dict[str, Stage], project: Path, grid: str | None = None, glob: bool = True
+def cli_targets(stages: dict[str, StageSpec], project: Path, grid: str | None = None, glob: bool = True
                 ) -> tuple[list[str], int]:
     """The targets the CLI names for every stage (grid None) or for one grid's (with the code stage and the
     prepare stages): harness.pipeline.generate.dvc_targets, as `dvc repro --glob` (or, not `glob`, `dvc status`)
@@ -324,8 +324,8 @@ def cli_targets(stages: dict[str, Stage], project: Path, grid: str | None = None
     from harness.pipeline.targets import dvc_targets
 
     names = [name for name in stages if grid is None or name == "codedeps" or name.startswith("prepare-")
-             or dvcfiles.stage_grid(name) == grid]
-    return dvc_targets(names, dvcfiles.load_documents(project), glob=glob), len(names)
+             or stages[name].grid == grid]
+    return dvc_targets(names, stages, glob=glob), len(names)
 
 
 def _check_nothing_stale(output: str) -> str | None:
@@ -333,7 +333,7 @@ def _check_nothing_stale(output: str) -> str | None:
     return None if output.strip().splitlines()[-1:] == ["{}"] else "dvc status --json reports a stage out of date"
 
 
-def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], project: Path, floor: Path
+def measurements(stages: dict[str, StageSpec], grids: list[str], skip: set[str], project: Path, floor: Path
                  ) -> dict[str, dict[str, Any]]:
     """What is timed: the command, how its output is checked, how many stages it covers, and where it runs
     (`cwd`, the project unless named)."""
@@ -364,7 +364,7 @@ def measurements(stages: dict[str, Stage], grids: list[str], skip: set[str], pro
             "stages": grid_count},
         grid_repro_name(last): {"command": lambda: dvc_command([*repro_args, *one_grid]),
                                 "check": _repro_check(grid_count), "stages": grid_count},
-        "one stage's lock write": {"command": [str(DVC), "commit", "--force", "-q", dvcfiles.address(probe)],
+        "one stage's lock write": {"command": [str(DVC), "commit", "--force", "-q", stages[probe].address],
                                    "check": _committed, "stages": 1},
         "cli dry_run": {"command": [str(PYTHON), "-m", "harness.cli.main", f"grid={','.join(grids)}", "dry_run=true"],
                         "check": _check_plan, "stages": count},
@@ -448,7 +448,7 @@ def measure_size(bench: Bench, backbone_count: int, task_count: int, folder_file
         make_project(project, backbones, rows, env, args.harness.resolve())
         documents = dvcfiles.load_documents(project)
         # root stages but collect and site, then each grid's, then collect and site: an order DVC can run
-        stages = expand(documents)
+        stages = read_stages(documents)
         stages = {**{n: s for n, s in stages.items() if n not in ("collect", "site")},
                   **{n: s for n, s in stages.items() if n in ("collect", "site")}}
         outs = place_outs(project, stages, folder_files)

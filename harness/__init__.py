@@ -1,7 +1,7 @@
 """visbench-harness: reproducible probes of frozen vision backbones.
 
 `harness.run(backbone, task, dataset, ...)` runs one backbone × task without DVC (`harness.api`);
-`harness.load_probe(path, backbone=...)` loads a saved probe head (`harness.heads.load`).
+`harness.load_probe(path, backbone=...)` loads a saved probe head (`harness.api` too).
 """
 
 import importlib
@@ -12,7 +12,7 @@ __all__ = ["load_probe", "run"]
 # Imported by name on first use, not by an import statement: every DVC stage imports this package, and the
 # stages' code dependencies are read from import statements (harness.pipeline.codedeps), so a static import here would
 # make every stage depend on the API's code, which no stage runs.
-_LAZY = {"run": "harness.api", "load_probe": "harness.heads.load"}
+_LAZY = {"run": "harness.api", "load_probe": "harness.api"}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,12 +18,19 @@ feature cache entries and a changed weight another. The stages run in this proce
 A dataset is a name from params.yaml, a folder of your own (`harness.runs.own_data`: image folders, dense folders
 with split lists), or a spec dict with a `kind`. `train_dataset` trains the probe on another dataset and
 evaluates on this one (`harness.datasets.train_eval`). `head_file` evaluates a saved probe head instead of
-training one (`harness.heads.load`; `head=` is the dense probes' own parameter, linear or dpt).
+training one (`head=` is the dense probes' own parameter, linear or dpt).
+
+    probe = harness.load_probe(result.head_path, backbone="resnet18@random")   # refuses other features
+    probe.evaluate("path/to/other_folder")
+
+`load_probe` reads a saved head (`harness.heads.file` owns the file) and, given a backbone, refuses it unless the
+features it would read are those it was fitted on; `.evaluate(dataset)` scores it through `run`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +48,7 @@ from harness.core.config import (
     load_params,
     stage_spelling,
 )
+from harness.heads.file import SavedHead, head_probe_block, read_head
 from harness.runs.records import Record
 
 if TYPE_CHECKING:
@@ -92,8 +100,6 @@ def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Pa
     if device is not None:
         settings = settings.model_copy(update={"device": checked_device(device)})
     if head_file is not None:  # the head's own protocol, pooling and layers, unless overridden
-        from harness.runs.saved_head import head_probe_block
-
         probe_params = {**head_probe_block(Path(head_file)), **probe_params}
     block = _probe_block(task, project, probe_params, Path(params_file))
     name, spec = dataset_spec(dataset, task, project, limit=limit, stems=stems)
@@ -114,7 +120,7 @@ def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Pa
     )
     _check(params)
     root = Path(workspace)
-    # the explicit argument beats an inherited VISBENCH_DEVICE, which stages would otherwise prefer to settings
+    # the explicit argument, handed on as the CLI's is, beats settings and any device a caller handed on before
     with paths.workspace(root), explicit_device(device):
         try:
             if head_file is None:
@@ -245,15 +251,14 @@ def _check(params: Params) -> None:
 
 
 def _failed_record(grid: str, task: str, backbone: str) -> Record | None:
-    from harness.runs.records import read_records
+    """The run's failed record, for RunFailed; None when its stage left none that reads."""
+    from harness.runs.failed_records import failed_records
 
-    path = paths.failure_path(paths.stage_name(grid, task, backbone))
-    if not path.is_file():
-        return None
     try:
-        return read_records(path)[0]
-    except Exception:  # an upstream stage's failure file is not a record (see stages/failures.py)
+        records = failed_records(paths.stage_name(grid, task, backbone))
+    except (OSError, ValueError):  # cut short or edited by hand: RunFailed's message still says what failed
         return None
+    return records[0] if records else None
 
 
 def _result(record: Record, record_path: Path, head_path: Path | None) -> RunResult:
@@ -268,17 +273,66 @@ def evaluate_head(path: Path, grid: str, task: str, backbone: str, params: Any, 
     probe stage writes them, or its failed record under failures/ and StageFailed."""
     from harness.core.atomic import write_text_atomic
     from harness.probes import validate_probe_params
+    from harness.runs.failed_records import record_failed_runs
     from harness.runs.probe_run import job_from_params, run_probe
     from harness.runs.records import dump_record
-    from harness.runs.saved_head import read_head
     from harness.stages.common import StageFailed
 
     loaded = read_head(path, strict)
     job = job_from_params(params, grid, task, backbone)
     record, samples_text = run_probe(job, params, validate_probe_params(task, params.probes[task]), None, loaded)
     if record.status != "ok":
-        write_text_atomic(paths.failure_path(job.stage), dump_record(record) + "\n")
+        record_failed_runs(job.stage, [record])
         raise StageFailed(f"{job.stage}: {record.failure.phase}: {record.failure.error_type}: {record.failure.message}")
     write_text_atomic(paths.samples_path(grid, task, backbone), samples_text)
     write_text_atomic(paths.record_path(grid, task, backbone), dump_record(record) + "\n")
     return record
+
+
+@dataclass
+class LoadedProbe(SavedHead):
+    """A saved head (`harness.heads.file.SavedHead`) that can score a dataset through `run`."""
+
+    def evaluate(self, dataset: Any, backbone: str | None = None, **kwargs: Any) -> RunResult:
+        """The head on a dataset (name, folder or spec), through `run`: extracts with the head's backbone,
+        pooling and layers, and returns its RunResult (record, metrics, per-sample scores)."""
+        params = {k: v for k, v in self.identity["protocol_params"].items() if k != "head"}
+        if self.identity["feature_mode"] == "pooled":
+            params.setdefault("pooling", self.identity["pooling_requested"])
+        params.setdefault("layers", self.identity["layers"])
+        return run(backbone or self.identity["backbone_name"], self.task, dataset, head_file=self.path,
+                   strict=self.strict, **{**params, **kwargs})
+
+
+def load_probe(path: str | Path, backbone: Any = None, *, pooling: str | None = None,
+               layers: list[int] | None = None, strict: bool = True, checkpoint: str | None = None) -> LoadedProbe:
+    """Load a head; with `backbone` (a name, a built Backbone, or its `describe()` dict), refuse it unless the
+    features it would read (that backbone, `pooling`/`layers` or the head's own) are those it was fitted on."""
+    loaded = LoadedProbe(**vars(read_head(Path(path), strict)))
+    if backbone is None:
+        return loaded
+    described, resolve = _described(backbone, checkpoint)
+    mode = loaded.identity["feature_mode"]
+    asked_pooling = pooling or loaded.identity["pooling_requested"]
+    request = {"mode": mode, "pooling_resolved": resolve("pooling", asked_pooling) if mode == "pooled" else None,
+               "layers_resolved": resolve("layers", layers if layers is not None else loaded.identity["layers"])}
+    loaded.check(described, request, loaded.identity["fit"])
+    return loaded
+
+
+def _described(backbone: Any, checkpoint: str | None) -> tuple[dict[str, Any], Callable[[str, Any], Any]]:
+    """(describe() dict, resolver of pooling/layers) for a backbone given by name, object or description."""
+    if isinstance(backbone, dict):
+        def resolve(kind: str, value: Any) -> Any:
+            if kind == "layers":
+                count = backbone["num_layers"]
+                return sorted({v + count if v < 0 else v for v in value}) if value else [count - 1]
+            return backbone["pooling_modes"][0] if value == "default" else value
+
+        return backbone, resolve
+    if isinstance(backbone, str):
+        from harness.backbones import create_backbone
+
+        backbone = create_backbone(backbone, checkpoint=checkpoint)
+    return backbone.describe(), lambda kind, value: (backbone.resolve_pooling(value) if kind == "pooling"
+                                                      else backbone.resolve_layers(value))

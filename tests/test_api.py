@@ -136,20 +136,21 @@ def test_variations_keep_their_own_records_and_share_the_features(project):
     assert [p.name for p in Path("user/features").iterdir()] == ["tiny"]  # one feature folder per dataset
 
 
-def test_an_explicit_device_beats_an_inherited_visbench_device(project, monkeypatch):
-    """`harness.run(device="cpu")` computes on the CPU although the shell exported VISBENCH_DEVICE=cuda (which, with
-    no argument, the stages prefer to settings.device: on a machine without a GPU that run is refused), and the
-    variable is as it was afterwards."""
-    from harness.core.devices import DEVICE_ENV, explicit_device, requested_device
+def test_an_explicit_device_beats_a_handed_on_one_and_settings_beat_an_inherited_one(project, monkeypatch):
+    """`harness.run(device="cpu")` computes on the CPU although an outer entry point handed on device=cuda (as the
+    CLI's `device=` reaches the stages DVC starts), and the environment is as it was afterwards. Without the
+    argument the handed-on cuda decides (on a machine without a GPU that run is refused); the same variable merely
+    inherited from a shell does not beat settings.device (tests/test_device_precedence.py: the rule itself)."""
+    from harness.core.devices import DEVICE_ENV, EXPLICIT_DEVICE_ENV
 
     monkeypatch.setenv(DEVICE_ENV, "cuda")
-    with explicit_device("cpu"):
-        assert requested_device("auto") == "cpu"
-    assert requested_device("cpu") == "cuda"
+    monkeypatch.setenv(EXPLICIT_DEVICE_ENV, "1")
     result = harness.run(CONTROL, "classification", "tiny", device="cpu")
     assert result.record.status == "ok" and result.record.environment.device.startswith("cpu:")
     assert result.record.environment.features_device is None
-    assert os.environ[DEVICE_ENV] == "cuda"
-    if not torch.cuda.is_available():  # the inherited variable alone still decides, and here it cannot
+    assert (os.environ[DEVICE_ENV], os.environ[EXPLICIT_DEVICE_ENV]) == ("cuda", "1")
+    if not torch.cuda.is_available():
         with pytest.raises((RunFailed, ConfigError)):
             harness.run(CONTROL, "retrieval", "tiny")
+        monkeypatch.delenv(EXPLICIT_DEVICE_ENV)  # VISBENCH_DEVICE=cuda as a shell exports it: settings (auto) win
+        assert harness.run(CONTROL, "retrieval", "tiny").record.environment.device.startswith("cpu:")

@@ -50,7 +50,7 @@ def test_a_backbone_named_by_spec_is_described_by_its_lock_entry(tmp_path, monke
 
 
 def test_boards_backbone_pages_and_head_cards_say_so():
-    from harness.heads.publish import model_card
+    from harness.user.publish import model_card
 
     board = (ROOT / "docs/tasks/edge_bsds.md").read_text()
     assert "[hed_vgg16](../backbones/hed_vgg16.md) †" in board and "†: trained on this data" in board

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.dvcfiles import address
+from harness.core.dvcfiles import row_address
 from harness.pipeline.codedeps import code_closure
 from harness.pipeline.fingerprints import role_file, statistic_modules
 
@@ -69,7 +69,7 @@ def test_every_module_a_stage_loads_is_in_its_fingerprinted_closure(tmp_path):
     # Where the extractions reproduce their features bit for bit, DVC skips the probes, and where the probes
     # reproduce the committed records (harness.runs.reproduction) it skips collect and site: run them anyway, to
     # see what they load.
-    probes = [address(f"default-{task}@efficientnet_lite0")
+    probes = [row_address("default", "efficientnet_lite0", f"default-{task}@efficientnet_lite0")
               for task in ("classification", "correspondence", "similarity")]
     forced = subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--single-item", *probes, "collect",
                              "site"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)

@@ -65,10 +65,11 @@ def test_an_upstream_failure_is_cleared_once_its_stage_and_the_run_are_up_to_dat
     from harness.executors import report
     from harness.pipeline import dvc_runner
     from harness.pipeline.plan import Run
+    from harness.runs.failures import StageFailure
 
     run = Run("g", "classification", BACKBONE, "tiny", "g")
-    upstream = {"stage": run.extract_stage, "phase": "extract", "error_type": "OSError",
-                "message": "[Errno 28] No space left on device"}
+    upstream = StageFailure(stage=run.extract_stage, phase="extract", error_type="OSError",
+                            message="[Errno 28] No space left on device")
     report.record_upstream_failure(run, upstream)
     own = paths.failure_path(run.stage)
     stale: set[str] = {run.extract_stage}

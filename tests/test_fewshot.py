@@ -24,6 +24,7 @@ from harness.leaderboard.queries.comparability import curve_key
 from harness.leaderboard.queries.fewshot import curves
 from harness.leaderboard.sitemap import curve_plot_path
 from harness.leaderboard.statistics.analysis import analyse
+from harness.runs.failed_records import failed_records
 from harness.runs.fewshot import FewShotError, Shot, choose_subset, fewshot_manifest, subset_sha256
 from harness.runs.records import SCHEMA_VERSION, read_records
 from harness.stages import calls as stages
@@ -257,7 +258,7 @@ def test_a_failing_k_fails_the_stage_and_keeps_every_earlier_output(fewshot_proj
     with pytest.raises(StageFailed, match="1 of 2 run"):
         stages.probe("g", "classification", BACKBONE, wider)
     assert {p: p.read_bytes() for p in before} == before and set(folder.iterdir()) <= set(before)
-    [failed] = read_records(paths.failure_path(f"g-classification@{BACKBONE}"))  # the failed runs only
+    [failed] = failed_records(f"g-classification@{BACKBONE}")  # the failed runs only
     assert failed.status == "failed" and failed.k_shot == 5 and failed.failure.phase == "select_subset"
     assert "k=5 images per class exceeds the 4 training images of class 'class0'" in failed.failure.message
     assert failed.protocol_params["k_shot"] == 5 and "subset_sha256" not in failed.protocol_params

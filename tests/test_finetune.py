@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 import harness
+from harness.api import load_probe
 from harness.backbones.cifar_resnet import CifarResNet
 from harness.core import paths
 from harness.core.config import load_params
-from harness.heads.load import load_probe
 from harness.leaderboard.queries.comparability import comparability_key
 from harness.probes import validate_probe_params
 from harness.stages import calls as stages

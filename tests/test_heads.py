@@ -12,11 +12,11 @@ import yaml
 from conftest import image_project_params, write_image_folder
 
 import harness
-from harness.api import RunFailed
+from harness.api import RunFailed, load_probe
 from harness.core import paths
 from harness.core.config import load_params
 from harness.core.hashing import sha256_file
-from harness.heads.load import HeadMismatchError, load_probe, read_head
+from harness.heads.file import HeadMismatchError, read_head
 from harness.leaderboard.queries.comparability import comparability_key
 from harness.probes import ProbeInputs, get_probe
 from harness.runs.samples import read_samples
@@ -210,7 +210,7 @@ def test_publish_to_a_dvc_remote(image_project, tmp_path):
     import subprocess
     import sys
 
-    from harness.heads.publish import publish
+    from harness.user.publish import publish
 
     _trained(load_params())
     remote = tmp_path / "remote"

@@ -66,6 +66,17 @@ def test_pinned_weights_load_strictly_and_give_vgg16_shapes():
     assert control.is_control and control.identity != backbone.identity
 
 
+def test_missing_weights_name_the_params_yaml_way_to_give_a_file(monkeypatch):
+    """The command line takes no checkpoint=, so the message names params.yaml's `checkpoints` block."""
+    find_spec = hed_vgg.importlib.util.find_spec
+    monkeypatch.setattr(hed_vgg.importlib.util, "find_spec",
+                        lambda name, *rest: None if name == hed_vgg.PACKAGE else find_spec(name, *rest))
+    with pytest.raises(WeightsUnavailableError) as error:
+        hed_vgg.packaged_weights()
+    message = str(error.value)
+    assert "\n" not in message and "`checkpoints: {hed_vgg16: PATH}` in params.yaml" in message, message
+
+
 def test_a_file_that_is_not_the_pinned_one_is_refused(tmp_path):
     _weights_or_skip()
     fake = tmp_path / "hed.weights.h5"

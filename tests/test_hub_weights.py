@@ -200,7 +200,7 @@ def test_a_hub_file_that_differs_from_the_pin_is_refused(offline_hub, dinov2):
         create_backbone(DINO)
     _one_line_backbone_error(error, str(dinov2.snapshot), dinov2.sha256, pin["sha256"], "refused",
                              f"hf download {pin['location']} model.safetensors --revision {pin['revision']} "
-                             "--force-download", "checkpoint=PATH")
+                             "--force-download", f"`checkpoints: {{{DINO}: PATH}}` in params.yaml")
 
 
 def test_resnet18_loads_from_the_hub_cache(offline_hub, resnet18, monkeypatch):
@@ -379,4 +379,5 @@ def test_cifar_weights_folder_file_that_differs_from_the_pin_is_refused(tmp_path
     monkeypatch.setenv(WEIGHTS_DIR_ENV, str(tmp_path))
     with pytest.raises(WeightsUnavailableError) as error:
         create_backbone("cifar_resnet20")
-    _one_line_backbone_error(error, sha256, f"download {_RELEASE}{filename} again", "checkpoint=PATH")
+    _one_line_backbone_error(error, sha256, f"download {_RELEASE}{filename} again",
+                             "`checkpoints: {cifar_resnet20: PATH}` in params.yaml")

@@ -1,6 +1,8 @@
 """The package layering of `harness/`, enforced on the static import graph (every import statement, at module
-level or inside a function, read by `harness.pipeline.codedeps`, which tests/test_code_closure.py checks
-against what stages really load).
+level, inside a function or under `if TYPE_CHECKING:`, read by `harness.pipeline.codedeps`, which
+tests/test_code_closure.py checks against what stages really load). A type-only import never runs, but it is
+still one module knowing another: a lower layer that names a type of a higher one is as tangled as one that calls
+it, so the layering and the no-cycle rule hold for those imports too.
 
 A package may import only packages below it; packages on one layer import nothing of each other. No module
 imports one that imports it back, directly or through others.
@@ -17,8 +19,8 @@ from harness.pipeline.codedeps import direct_imports
 ROOT = Path(__file__).resolve().parents[1]
 # top to bottom; a tuple is one layer of independent packages
 LAYERS: list[tuple[str, ...]] = [
-    ("cli",), ("user",), ("executors",), ("heads",), ("api",), ("stages",), ("pipeline",), ("leaderboard",),
-    ("runs",), ("probes",), ("datasets", "backbones"), ("core",),
+    ("cli",), ("user",), ("executors",), ("api",), ("stages",), ("pipeline",), ("leaderboard",), ("runs",),
+    ("heads",), ("probes",), ("datasets", "backbones"), ("core",),
 ]
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
 
@@ -32,7 +34,8 @@ def _package(path: str) -> str | None:
 
 def _edges() -> list[tuple[str, str]]:
     files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "harness").rglob("*.py"))
-    return [(f, g) for f in files for g in direct_imports(f, ROOT) if g != f and not g.endswith("/__init__.py")]
+    return [(f, g) for f in files for g in direct_imports(f, ROOT, type_checking=True)
+            if g != f and not g.endswith("/__init__.py")]
 
 
 def test_every_package_has_a_layer():
@@ -78,7 +81,7 @@ def test_leaderboard_parts_import_only_parts_below_and_no_page_imports_another()
     upward, page_to_page = [], []
     for f in files:
         part = _leaderboard_part(f)
-        for g in direct_imports(f, ROOT):
+        for g in direct_imports(f, ROOT, type_checking=True):
             target = _leaderboard_part(g)
             if part is None or target is None or g.endswith("/__init__.py"):
                 continue

@@ -15,6 +15,7 @@ from sklearn.metrics import f1_score
 
 from harness.probes import resampled
 from harness.probes.linear_head import LinearHead, fit, train_linear_head
+from harness.probes.statistics.classification import macro_f1_name
 
 
 def _data(seed: int = 0, n: int = 64, d: int = 17, k: int = 5):
@@ -78,7 +79,7 @@ def test_macro_f1_equals_sklearn_including_absent_classes(seed):
     predictions = np.where(rng.random(50) < 0.5, labels, rng.integers(0, classes - 1, size=50))  # … one predicted
     expected = f1_score(labels, predictions, average="macro", labels=np.arange(classes), zero_division=0)
     columns = {"label": labels.astype(float), "predicted": predictions.astype(float)}
-    got = resampled.evaluate(resampled.macro_f1_name(classes), columns)[0]
+    got = resampled.evaluate(macro_f1_name(classes), columns)[0]
     assert got == pytest.approx(expected, rel=1e-15, abs=0)
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import load_params
-from harness.core.dvcfiles import address, dvc_file
+from harness.core.dvcfiles import row_address
 from harness.executors.parallel import deal
 from harness.pipeline.documents import documents
+from harness.pipeline.stage_model import load_stages
 from harness.pipeline.targets import stage_commands, stage_names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,19 +28,15 @@ def test_backbones_are_dealt_largest_first_to_the_least_loaded_device():
     assert deal({}, ["cuda:0"]) == [("cuda:0", [])]
 
 
-def test_stage_commands_are_dvc_yaml_templates_filled_in(repo_root):
+def test_stage_commands_are_the_committed_dvc_yaml_commands(repo_root):
     """What the parallel executor starts is exactly what DVC would: the committed dvc.yaml's commands."""
     import yaml
 
-    docs = documents(load_params())
-    commands = stage_commands(docs)
-    assert set(commands) == set().union(*map(stage_names, docs.values()))
-    committed = yaml.safe_load((repo_root / dvc_file("extract-default-fashion_mnist@efficientnet_lite0")).read_text()
-                               )["stages"]
-    group = committed["extract-default-fashion_mnist"]
-    item = group["foreach"]["efficientnet_lite0"]
-    assert commands["extract-default-fashion_mnist@efficientnet_lite0"] == group["do"]["cmd"].replace(
-        "${key}", "efficientnet_lite0").replace("${item.code}", item["code"]).replace("${item.reads}", item["reads"])
+    commands = stage_commands(load_stages(repo_root))
+    assert set(commands) == set().union(*map(stage_names, documents(load_params()).values()))
+    committed = yaml.safe_load((repo_root / "pipelines/default/efficientnet_lite0/dvc.yaml").read_text())["stages"]
+    assert commands["extract-default-fashion_mnist@efficientnet_lite0"] == (
+        committed["extract-default-fashion_mnist"]["do"]["cmd"])
     assert commands["default-retrieval@resnet18.random"].startswith(
         "python -m harness.stages.probe default retrieval resnet18.random ")
     assert "$" not in "".join(commands.values())
@@ -60,10 +57,11 @@ def test_two_cpu_processes_extract_and_dvc_locks_what_they_made(tmp_path):
     for backbone in ("efficientnet_lite0", "resnet18.random"):
         assert f"[cpu] extract-default-fashion_mnist@{backbone} ok" in out.stdout
         # locked by `dvc commit`, so the one `dvc repro` after it did not extract again
-        assert f"Running stage '{address(f'extract-default-fashion_mnist@{backbone}')}'" not in out.stdout
+        stage = row_address("default", backbone, f"extract-default-fashion_mnist@{backbone}")
+        assert f"Running stage '{stage}'" not in out.stdout
     status = subprocess.run([sys.executable, "-m", "dvc", "status",
-                             address("extract-default-fashion_mnist@efficientnet_lite0"),
-                             address("extract-default-fashion_mnist@resnet18.random")], cwd=clone,
+                             *(row_address("default", b, f"extract-default-fashion_mnist@{b}")
+                               for b in ("efficientnet_lite0", "resnet18.random"))], cwd=clone,
                             capture_output=True, text=True, timeout=300, env=env)
     assert "up to date" in status.stdout, status.stdout + status.stderr
     for backbone in ("efficientnet_lite0", "resnet18.random"):  # the numbers are the committed ones

@@ -118,15 +118,14 @@ def test_each_lock_pins_only_stages_its_dvc_yaml_defines():
 def test_run_pages_name_each_committed_stage_as_dvc_addresses_it():
     """A run page's `dvc repro` line (from the record's grid and backbone) is the address the harness gives DVC,
     and that file defines the stage."""
-    from harness.core.dvcfiles import address, dvc_file
     from harness.leaderboard.pages.runs import rerun_commands, stage_of
-    from harness.pipeline.targets import stage_names
+    from harness.pipeline.stage_model import load_stages
 
+    stages = load_stages(ROOT)
     records = read_records(ROOT / paths.CORPUS)
     for record in records:
         stage = stage_of(record)
-        assert rerun_commands(record)[0] == f"dvc repro {address(stage)}"
-        assert stage in stage_names(yaml.safe_load((ROOT / dvc_file(stage)).read_text())), stage
+        assert rerun_commands(record)[0] == f"dvc repro {stages[stage].address}"
     assert len(records) > 100
 
 
@@ -137,10 +136,12 @@ def test_locks_of_earlier_layouts_move_to_the_rows_files_verbatim(tmp_path):
     from harness.core.dvcfiles import lock_of, read_lock_file, row_file
     from harness.pipeline.generate import _stale_files
     from harness.pipeline.locks import relocate_lock_entries
+    from harness.pipeline.stage_model import RowKey, StageSpec, documents_stages
 
-    root_doc = {"stages": {"collect": {"cmd": "c"}}}
-    docs = {Path("dvc.yaml"): root_doc,
-            **{row_file("g", b): {"stages": {"g-t": {"foreach": [b], "do": {"cmd": "p ${item}"}}}} for b in "abc"}}
+    rows = [RowKey("g", b, "d", "t") for b in "abc"]
+    specs = [StageSpec("collect", Path("dvc.yaml"), "c"), *(StageSpec(f"g-t@{k.backbone}", k.file, f"p {k.backbone}",
+                                                                      row=k) for k in rows)]
+    docs = {path: {"stages": stages} for path, stages in documents_stages(specs).items()}
     old_grid = tmp_path / "pipelines" / "g"
     (old_grid / "b").mkdir(parents=True)
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  collect:\n    cmd: c\n  g-t@a:\n    cmd: p a\n"
@@ -159,16 +160,16 @@ def test_locks_of_earlier_layouts_move_to_the_rows_files_verbatim(tmp_path):
     assert _stale_files(docs, tmp_path) == [old_grid / "dvc.lock", old_grid / "dvc.yaml"]
 
 
-def test_a_stage_name_maps_to_its_rows_file():
-    from harness.core.dvcfiles import address, dvc_file, file_grid, stage_of
+def test_a_stage_lives_in_its_rows_file_and_dvc_is_told_it_by_its_address():
+    from harness.core.dvcfiles import file_grid, stage_of
+    from harness.pipeline.stage_model import load_stages
 
-    assert dvc_file("scenes-depth@resnet18.random") == Path("pipelines/scenes/resnet18.random/dvc.yaml")
-    assert dvc_file("extract-scenes-scene_pairs@hed_vgg16") == Path("pipelines/scenes/hed_vgg16/dvc.yaml")
-    assert address("prepare-scenes") == "prepare-scenes" and dvc_file("collect") == Path("dvc.yaml")
-    assert stage_of(address("scenes-depth@hed_vgg16")) == "scenes-depth@hed_vgg16"
-    assert file_grid(dvc_file("scenes-depth@hed_vgg16")) == "scenes" and file_grid(Path("dvc.yaml")) is None
-    with pytest.raises(ValueError, match="scenes-depth@BACKBONE"):
-        dvc_file("scenes-depth")  # a group is in every row's file
+    stages = load_stages(ROOT)
+    assert stages["scenes-depth@resnet18.random"].file == Path("pipelines/scenes/resnet18.random/dvc.yaml")
+    assert stages["extract-scenes-scene_pairs@hed_vgg16"].file == Path("pipelines/scenes/hed_vgg16/dvc.yaml")
+    assert stages["prepare-scenes"].address == "prepare-scenes" and stages["collect"].file == Path("dvc.yaml")
+    assert stage_of(stages["scenes-depth@hed_vgg16"].address) == "scenes-depth@hed_vgg16"
+    assert file_grid(stages["scenes-depth@hed_vgg16"].file) == "scenes" and file_grid(Path("dvc.yaml")) is None
 
 
 def test_regenerating_drops_the_lock_entries_of_removed_stages(tmp_path):
@@ -294,9 +295,11 @@ def _real_changes(entry) -> bool:
 
 def dvc_status(workspace: Path, *targets: str) -> dict:
     """`dvc status --json` of stages named as the harness names them (none: every stage), by stage name."""
-    from harness.core.dvcfiles import addresses, stage_of
+    from harness.core.dvcfiles import stage_of
+    from harness.pipeline.stage_model import addresses, load_stages
 
-    result = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *addresses(list(targets))],
+    named = addresses(targets, load_stages(workspace))
+    result = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *named],
                             cwd=workspace, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert result.returncode == 0, result.stderr
@@ -443,44 +446,30 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
                                 f"{sorted(expected - flagged)} missing"
 
 
-def _template(do: dict) -> dict:
-    """A foreach template without its checkpoint params: each row names its own backbone's weights entry."""
-    params = [{file: [key for key in keys if not key.startswith("checkpoints.")]} for entry in do.get("params", [])
-              for file, keys in entry.items()]
-    return {**do, "params": params}
-
-
 def _all_stages() -> dict:
-    """The stages of every committed dvc.yaml by name, a foreach group's members gathered from every row's file
-    (each row holds the group with its own backbone; the templates are one but for the row's own checkpoint
-    entry)."""
-    from harness.core.dvcfiles import load_documents
+    """The stages of every committed dvc.yaml by name (harness.pipeline.stage_model)."""
+    from harness.pipeline.stage_model import load_stages
 
-    stages: dict = {}
-    for document in load_documents(ROOT).values():
-        for name, stage in document["stages"].items():
-            if name not in stages or "foreach" not in stage:
-                stages[name] = {**stage, "foreach": stage.get("foreach")} if "foreach" in stage else stage
-                continue
-            assert _template(stages[name]["do"]) == _template(stage["do"]), f"{name}: rows differ in the template"
-            members = stage["foreach"]
-            gathered = stages[name]["foreach"]
-            stages[name]["foreach"] = ({**gathered, **members} if isinstance(members, dict)
-                                       else [*gathered, *members])
-    return stages
+    return load_stages(ROOT)
+
+
+def _reads(stage) -> str:
+    """The `--reads` an extract stage's command tells it."""
+    return stage.cmd.split(" --reads ", 1)[1]
 
 
 def test_stage_names_keep_the_run_ids_users_know(params):
     """Probe stages are `GRID-TASK@BACKBONE` (each record's run id); controls spelled NAME.random; each row's
     file holds its own backbone's stages only."""
+    from harness.core.config import stage_spelling
     from harness.core.dvcfiles import dvc_files, file_grid
 
     stages = _all_stages()
     for grid, spec in params.grids.items():
         for task in spec.tasks:
-            group = stages[f"{grid}-{task}"]
-            assert sorted(group["foreach"]) == sorted(spec.backbones)  # rows: one file per backbone, by path
-    assert all(re.fullmatch(r"[a-z0-9_-]+", name) for name in stages)
+            members = sorted(name.split("@", 1)[1] for name in stages if name.startswith(f"{grid}-{task}@"))
+            assert members == sorted(map(stage_spelling, spec.backbones))  # rows: one file per backbone, by path
+    assert all(re.fullmatch(r"[a-z0-9_-]+", spec.group) for spec in stages.values())
     for path in dvc_files(ROOT):
         if file_grid(path) is not None:
             for name, stage in yaml.safe_load((ROOT / path).read_text())["stages"].items():
@@ -492,12 +481,9 @@ def test_stages_read_a_folder_through_the_contents_file_its_writer_leaves_in_it(
     thousands of files once per dependent stage): each names the folder's contents file, which lies inside the
     output of exactly one stage, the one that writes the folder (so DVC orders them, and checks the folder once)."""
     from harness.core.contents import CONTENTS_NAME
-    from harness.core.dvcfiles import load_documents
-    from harness.pipeline.expand import expand
-
-    stages = expand(load_documents(ROOT))
-    folders = {out: name for name, stage in stages.items() for out in stage.outs
-               if out.startswith(("data/", "features/"))}
+    stages = _all_stages()
+    folders = {out.path: name for name, stage in stages.items() for out in stage.outs
+               if out.path.startswith(("data/", "features/"))}
     checked = 0
     for name, stage in stages.items():
         if not name.startswith(("extract-", "prepare-")) and "@" not in name:
@@ -516,18 +502,19 @@ def test_stages_read_a_folder_through_the_contents_file_its_writer_leaves_in_it(
 def test_an_extraction_serves_only_the_grids_that_list_its_backbone(params):
     """A grid reading another's features (scenes_layers reads the scenes extraction at stride 16) asks its layer
     set of its own backbones only: clip_vitb32@random, not in scenes_layers, has no stride-16 layer to give."""
+    from harness.core.config import stage_spelling
+
     stages = _all_stages()
     checked = 0
-    for name, group in stages.items():
+    for name, stage in stages.items():
         if not name.startswith("extract-"):
             continue
-        for backbone, item in group["foreach"].items():
-            for read in item["reads"].split(","):
-                grid = read.split(":", 1)[0]
-                assert backbone in params.grids[grid].backbones, f"{name}@{backbone} serves {grid}"
-                checked += 1
-    assert "scenes_layers" not in stages["extract-scenes-scenes"]["foreach"]["clip_vitb32.random"]["reads"]
-    assert "scenes_layers" in stages["extract-scenes-scenes"]["foreach"]["efficientnet_lite0"]["reads"]
+        for read in _reads(stage).split(","):
+            grid = read.split(":", 1)[0]
+            assert stage.row.backbone in map(stage_spelling, params.grids[grid].backbones), f"{name} serves {grid}"
+            checked += 1
+    assert "scenes_layers" not in _reads(stages["extract-scenes-scenes@clip_vitb32.random"])
+    assert "scenes_layers" in _reads(stages["extract-scenes-scenes@efficientnet_lite0"])
     assert checked
 
 
@@ -539,15 +526,13 @@ def test_an_extraction_run_from_python_reads_what_its_dvc_stage_reads(params, mo
     told = {}
     monkeypatch.setattr(stage_calls.extract_stage, "run",
                         lambda grid, backbone, dataset, params, code, reads, *_: told.setdefault(backbone, reads))
-    stages = _all_stages()
-    for name, group in stages.items():
+    for name, stage in _all_stages().items():
         if not name.startswith("extract-"):
             continue
-        grid, dataset = name.removeprefix("extract-").split("-", 1)
-        for backbone, item in group["foreach"].items():
-            told.clear()
-            stage_calls.extract(grid, backbone, dataset, params)
-            assert ",".join(told[backbone]) == item["reads"], f"{name}@{backbone}"
+        row = stage.row
+        told.clear()
+        stage_calls.extract(row.grid, row.backbone, row.dataset, params)
+        assert ",".join(told[row.backbone]) == _reads(stage), name
 
 
 def test_dvc_is_told_whole_rows_as_one_target_each():
@@ -556,42 +541,44 @@ def test_dvc_is_told_whole_rows_as_one_target_each():
     reading another's features comes after it; the prepare stages are `prepare-*` when all are asked."""
     from fnmatch import fnmatch
 
-    from harness.pipeline.targets import dvc_targets, stage_names
+    from harness.pipeline.stage_model import RowKey, StageSpec
+    from harness.pipeline.targets import dvc_targets
 
-    root = {"stages": {"codedeps": {"cmd": "c"}, "prepare-d": {"cmd": "p"}, "prepare-e": {"cmd": "p"},
-                       "collect": {"cmd": "k"}, "site": {"cmd": "s"}}}
+    root = [StageSpec(name, Path("dvc.yaml"), "c") for name in ("codedeps", "prepare-d", "prepare-e")]
 
-    def row(b: str) -> dict:
-        return {"stages": {"extract-g-d": {"foreach": {b: {}}, "do": {"cmd": "e", "deps": ["data/d"]}},
-                           "g-t": {"foreach": [b], "do": {"cmd": "t", "deps": ["features/g/${item}/d"]}},
-                           "g-u": {"foreach": [b], "do": {"cmd": "u", "deps": ["features/g/${item}/d"]}}}}
+    def row(grid: str, b: str, tasks: tuple[str, ...], extract: bool = True) -> list[StageSpec]:
+        keys = [*([RowKey(grid, b, "d")] if extract else []), *(RowKey(grid, b, "d", t) for t in tasks)]
+        return [StageSpec(f"{key.group}@{b}", key.file, "x", deps=(f"features/g/{b}/d/CONTENTS.sha256",), row=key)
+                for key in keys]
 
-    later = {"stages": {"later-t": {"foreach": ["x"], "do": {"cmd": "m", "deps": ["features/g/${item}/d"]}}}}
+    final = [StageSpec(name, Path("dvc.yaml"), "k") for name in ("collect", "site")]
+    specs = [*root, *row("g", "x", ("t", "u")), *row("g", "y", ("t", "u")), *row("later", "x", ("t",), False),
+             *final]
+    stages = {spec.name: spec for spec in specs}
     gx, gy, lx = Path("pipelines/g/x/dvc.yaml"), Path("pipelines/g/y/dvc.yaml"), Path("pipelines/later/x/dvc.yaml")
-    docs = {Path("dvc.yaml"): root, gx: row("x"), gy: row("y"), lx: later}
     every = ["codedeps", "prepare-d", "prepare-e", "extract-g-d@x", "extract-g-d@y", "g-t@x", "g-t@y", "g-u@x",
              "g-u@y"]
-    assert dvc_targets(every, docs) == [
+    assert dvc_targets(every, stages) == [
         "codedeps", "prepare-d", "prepare-e", gx.as_posix(), gy.as_posix()]
     # every root stage named: without --glob (dvc status) the root file is one target, as a row's is
-    assert dvc_targets([*every, "collect", "site"], docs) == ["dvc.yaml", gx.as_posix(), gy.as_posix()]
-    assert dvc_targets([*every, "collect", "site"], docs, glob=True) == [
+    assert dvc_targets([*every, "collect", "site"], stages) == ["dvc.yaml", gx.as_posix(), gy.as_posix()]
+    assert dvc_targets([*every, "collect", "site"], stages, glob=True) == [
         "codedeps", "prepare-*", f"{gx.as_posix()}:*", f"{gy.as_posix()}:*", "collect", "site"]
-    assert dvc_targets(every, docs, glob=True) == ["codedeps", "prepare-*", f"{gx.as_posix()}:*",
-                                                   f"{gy.as_posix()}:*"]
+    assert dvc_targets(every, stages, glob=True) == ["codedeps", "prepare-*", f"{gx.as_posix()}:*",
+                                                     f"{gy.as_posix()}:*"]
     partial = ["codedeps", "prepare-d", "extract-g-d@x", "g-t@x", "g-t@y", "g-u@x"]
-    assert dvc_targets(partial, docs, glob=True) == [
+    assert dvc_targets(partial, stages, glob=True) == [
         "codedeps", "prepare-d", f"{gx.as_posix()}:*", f"{gy.as_posix()}:g-t@y"]
     # `later` reads g's features: named first, it still comes after g
-    assert dvc_targets(["later-t@x", "extract-g-d@x"], docs) == [
+    assert dvc_targets(["later-t@x", "extract-g-d@x"], stages) == [
         f"{gx.as_posix()}:extract-g-d@x", lx.as_posix()]
     # what the targets select is exactly what was asked for
     for names in (every, partial, every[:6]):
         chosen = set()
-        for target in dvc_targets(names, docs, glob=True):
+        for target in dvc_targets(names, stages, glob=True):
             file, _, pattern = target.rpartition(":")
-            stages = stage_names(docs[Path(file)] if file else root)
-            chosen |= {n for n in stages if fnmatch(n, pattern)}
+            in_file = {spec.name for spec in specs if spec.file == Path(file or "dvc.yaml")}
+            chosen |= {n for n in in_file if fnmatch(n, pattern)}
         assert chosen == set(names)
 
 

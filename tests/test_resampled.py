@@ -1,5 +1,6 @@
-"""Resampled statistics (`harness.probes.resampled`): macro-F1 against scikit-learn, BSDS's ODS/OIS/AP against
-`boundary.metrics.summarise` on the run and on resamples, and the checks a run's auxiliary columns pass."""
+"""Resampled statistics (`harness.probes.resampled`, `harness.probes.statistics`): macro-F1 against scikit-learn,
+BSDS's ODS/OIS/AP against `boundary.metrics.summarise` on the run and on resamples, and the checks a run's
+auxiliary columns pass."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from harness.probes.base import ProbeResult
 from harness.probes.boundary import matching, metrics
 from harness.probes.boundary.probe import EDGE_BSDS_PROBE
 from harness.probes.classification import CLASSIFICATION
+from harness.probes.statistics.boundary import count_columns, counts_of
+from harness.probes.statistics.classification import macro_f1_name
 from harness.runs.probe_run import check_result
 
 
@@ -34,7 +37,7 @@ def test_macro_f1_is_sklearns_on_the_run_and_on_every_resample():
     predicted = np.where(rng.random(60) < 0.6, labels, rng.integers(0, 7, size=60))
     predicted[predicted == 6] = 5  # a class present but never predicted
     columns = {"label": labels.astype(float), "predicted": predicted.astype(float)}
-    name = resampled.macro_f1_name(8)  # a class of the dataset that is neither present nor predicted counts 0
+    name = macro_f1_name(8)  # a class of the dataset that is neither present nor predicted counts 0
     assert resampled.evaluate(name, columns)[0] == pytest.approx(
         f1_score(labels, predicted, average="macro", labels=range(8), zero_division=0), abs=1e-15)
     index = rng.integers(0, 60, size=(25, 60))
@@ -47,9 +50,9 @@ def test_bsds_statistics_equal_summarise_on_the_run_and_on_resamples():
     rng = np.random.default_rng(3)
     thresholds = matching.bsds_thresholds(15)
     counts = _random_counts(12, 15, rng)
-    columns = resampled.count_columns(counts)
+    columns = count_columns(counts)
     assert len(columns) == 60 and "cnt_r_000" in columns and "sum_p_014" in columns
-    np.testing.assert_array_equal(resampled.counts_of(columns), counts)
+    np.testing.assert_array_equal(counts_of(columns), counts)
     full, _ = metrics.summarise(thresholds, counts)
     for metric, statistic in (("ods_f", "bsds_ods_f"), ("ois_f", "bsds_ois_f"), ("ap", "bsds_ap")):
         assert resampled.evaluate(statistic, columns)[0] == full[metric]  # the same bits
@@ -108,10 +111,10 @@ def test_best_f_batch_skips_only_segments_that_cannot_hold_the_maximum(shape):
 
 
 def test_counts_of_refuses_a_missing_threshold():
-    columns = resampled.count_columns(_random_counts(3, 4, np.random.default_rng(1)))
+    columns = count_columns(_random_counts(3, 4, np.random.default_rng(1)))
     del columns["sum_p_002"]
     with pytest.raises(ValueError, match="every threshold"):
-        resampled.counts_of(columns)
+        counts_of(columns)
 
 
 def test_repeated_order_is_the_stable_sort_of_the_rows_repeated():

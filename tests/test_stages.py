@@ -20,11 +20,12 @@ from harness.datasets.manifest import Manifest
 from harness.executors.report import report_failures
 from harness.pipeline.plan import select_runs
 from harness.runs import extract as extract_module
+from harness.runs import failures
+from harness.runs.failed_records import failed_records
 from harness.runs.records import read_records
 from harness.runs.samples import read_samples
 from harness.stages import calls as stages
 from harness.stages.common import StageFailed
-from harness.stages.failures import read_stage_failure
 
 
 def _extracted_control(work: Path, images: Path):
@@ -117,7 +118,7 @@ def test_a_failed_rerun_keeps_the_ok_record_and_a_later_success_clears_the_failu
     with pytest.raises(StageFailed, match=r"g-classification@cifar_resnet20\.random: 1 of 1 run"):
         stages.probe("g", "classification", "cifar_resnet20.random", params)
     assert {p: p.read_bytes() for p in kept} == kept  # nothing the good run wrote was touched
-    [attempt] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
+    [attempt] = failed_records("g-classification@cifar_resnet20.random")
     assert attempt.status == "failed" and attempt.failure.phase == "probe"
     assert [r.run_id for r in stages.collect(params)] == [good.run_id]
     assert [r.run_id for r in read_records(paths.FAILED_CORPUS)] == [good.run_id]
@@ -219,7 +220,7 @@ def test_a_full_disk_at_the_write_fails_the_stage_in_one_line_and_keeps_the_ok_r
     assert line == f"probe: FAILED: {files[0]}: No space left on device: free space and re-run"
     assert {p: p.read_bytes() for p in files} == kept  # all or nothing: the ok record and its files, byte for byte
     assert not [p for p in files[0].parent.iterdir() if p.name.startswith(".")]  # no temporary left behind
-    [attempt] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
+    [attempt] = failed_records("g-classification@cifar_resnet20.random")
     assert attempt.status == "failed" and attempt.failure.phase == "write" and str(files[0]) in attempt.failure.message
     monkeypatch.setattr(atomic.os, "replace", real_replace)
     [again] = stages.probe("g", "classification", "cifar_resnet20.random", params)  # a plain re-run writes it all
@@ -335,8 +336,8 @@ def test_a_corrupt_image_fails_the_extract_stage_and_names_the_file(project):
     stages.prepare("tiny", params)
     with pytest.raises(StageFailed, match=r"cannot decode"):
         stages.extract("g", "cifar_resnet20.random", "tiny", params)
-    failure = read_stage_failure("extract-g-tiny@cifar_resnet20.random")
-    assert failure["phase"] == "extract" and str(bad) in failure["message"]
+    failure = failures.stage_failure("extract-g-tiny@cifar_resnet20.random")
+    assert failure.phase == "extract" and str(bad) in failure.message
     assert not paths.samples_path("g", "classification", "cifar_resnet20.random").exists()
 
 
@@ -464,7 +465,7 @@ def test_metrics_that_are_not_their_column_means_fail_the_run(project, monkeypat
     monkeypatch.setattr(probe_run, "get_probe", lambda task: spec)
     with pytest.raises(StageFailed):
         stages.probe("g", "classification", "cifar_resnet20.random", params)
-    [record] = read_records(paths.failure_path("g-classification@cifar_resnet20.random"))
+    [record] = failed_records("g-classification@cifar_resnet20.random")
     assert record.status == "failed" and record.failure.phase == "probe"
     assert "top5" in record.failure.message and "mean of its per-sample column" in record.failure.message
     assert record.samples is None and record.metrics == {}

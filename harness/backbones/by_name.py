@@ -33,6 +33,7 @@ from harness.backbones.registry import register_backbone
 from harness.backbones.weights import (
     WeightsRequest,
     load_state_dict_file,
+    own_weights_hint,
     random_weights,
     resolve_pinned_file,
     unloadable_checkpoint,
@@ -202,7 +203,8 @@ def _timm_pin(spec: Spec) -> LockEntry:
                             f"its tags for the model: timm.list_pretrained('{spec.model}*')")
     if not cfg.hf_hub_id:
         raise BackboneError(f"{spec.text}: timm's tag is not on the Hugging Face hub (only {cfg.url}); "
-                            "register it with a plugin (docs/extend.md) and pass the file as checkpoint=PATH")
+                            "register it with a plugin (docs/extend.md) under a NAME and give it the file: "
+                            f"{own_weights_hint('NAME')}")
     path, filename, revision = _hub_file(cfg.hf_hub_id, ("model.safetensors", "pytorch_model.bin"), spec)
     size = cfg.input_size[-1]
     preprocess = Preprocess.from_crop_pct(size, cfg.crop_pct or 1.0, mean=tuple(cfg.mean), std=tuple(cfg.std),
@@ -221,7 +223,7 @@ def _open_clip_pin(spec: Spec) -> LockEntry:
                             f"{spec.model}; its tags: open_clip.list_pretrained_tags_by_model('{spec.model}')")
     if not cfg.get("hf_hub"):
         raise BackboneError(f"{spec.text}: open_clip's tag is a download URL, not a hub repo; OpenAI's release is "
-                            "clip_vitb16 / clip_vitb32 (with checkpoint=PATH)")
+                            f"clip_vitb16 / clip_vitb32, run from its file ({own_weights_hint('clip_vitb16')})")
     org, name, filename = [*cfg["hf_hub"].split("/", 2), ""][:3]  # "org/name/[file]"
     repo = f"{org}/{name}"
     names = (filename,) if filename else ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")

@@ -20,6 +20,7 @@ from harness.backbones.registry import register_backbone
 from harness.backbones.weights import (
     WeightsPin,
     WeightsRequest,
+    own_weights_hint,
     random_weights,
     resolve_pinned_file,
     unloadable_checkpoint,
@@ -144,10 +145,10 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
         if not Path(checkpoint).is_file():
             raise WeightsUnavailableError(
                 f"{request.name}: checkpoint {checkpoint} not found. Download {pin.url} (SHA-256 {sha256}) "
-                f"into a folder and set {WEIGHTS_DIR_ENV}=FOLDER, or pass checkpoint=PATH."
+                f"into a folder and set {WEIGHTS_DIR_ENV}=FOLDER, or {own_weights_hint(request.name)}."
             )
-        # The weights folder holds the release (a different file there is refused); checkpoint=PATH may be the
-        # user's own training (then `kind: checkpoint`).
+        # The weights folder holds the release (a different file there is refused); a checkpoint the user gives
+        # may be their own training (then `kind: checkpoint`).
         path, weights = resolve_pinned_file(pin, request, local_file=weights_dir / filename,
                                             formats=("torch-state-dict",))
         model = CifarResNet(depth)

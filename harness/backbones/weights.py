@@ -6,11 +6,14 @@ SHA-256 is computed and goes into the identity. A file that matches the pin is t
 
 - found or fetched by the harness itself (the hub cache, a family's weights folder): a corrupt or changed
   upstream file, refused;
-- passed by the user as `checkpoint=PATH`, for a family whose pin says `accepts_checkpoints` (it loads any file of
-  its architecture through its library's loader): the user's own checkpoint, run under its own identity
-  (`kind: checkpoint`: its SHA-256 and format, and the pin it is not), never labelled pretrained;
-- passed as `checkpoint=PATH` to any other family: refused, as every different file was before checkpoints were
-  accepted (those families hand their packaged file over as the checkpoint, so cannot tell it from the user's).
+- given by the user (`checkpoints: {NAME: PATH}` in params.yaml, or `create_backbone(NAME, checkpoint=PATH)`),
+  for a family whose pin says `accepts_checkpoints` (it loads any file of its architecture through its library's
+  loader): the user's own checkpoint, run under its own identity (`kind: checkpoint`: its SHA-256 and format, and
+  the pin it is not), never labelled pretrained;
+- given to any other family: refused, as every different file was before checkpoints were accepted (those
+  families hand their packaged file over as the checkpoint, so cannot tell it from the user's).
+
+Every message that asks for a file says how to give one in the same words (`own_weights_hint`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from harness.backbones.base import BackboneError, WeightsUnavailableError
 from harness.core.hashing import hash_state_dict, sha256_file
 
 
+def own_weights_hint(name: str) -> str:
+    """How a user gives backbone `name` a weights file, as every message asking for one says it: params.yaml's
+    `checkpoints` block (what the CLI's stages and `harness.run` read; the command line takes no file, see
+    harness/cli/main.py) or the Python API's keyword."""
+    return f"set `checkpoints: {{{name}: PATH}}` in params.yaml, or call create_backbone({name!r}, checkpoint=PATH)"
+
+
 @dataclass(frozen=True)
 class WeightsPin:
     source: str  # "hf-hub", "url" or "pypi"
@@ -35,7 +45,8 @@ class WeightsPin:
     filename: str
     revision: str
     sha256: str | None = None  # expected file hash, where published
-    # A checkpoint=PATH that is not this file runs as the user's own (`kind: checkpoint`) instead of being refused.
+    # A checkpoint the user gives that is not this file runs as their own (`kind: checkpoint`) instead of being
+    # refused.
     # Only families that pass their own copy of the pinned file as `local_file`, never as the request's checkpoint.
     accepts_checkpoints: bool = False
 
@@ -102,8 +113,8 @@ def resolve_pinned_file(
            if pin.source == "hf-hub" else f"download {pin.url} again")
     raise WeightsUnavailableError(
         f"{path} has SHA-256 {digest}, but {request.name} is pinned to {pin.sha256} ({pin.url}): a corrupt or "
-        f"changed upstream file, refused. Replace it: {fix}; or pass your own file as checkpoint=PATH "
-        "(it then runs as kind checkpoint, not as the published weights)"
+        f"changed upstream file, refused. Replace it: {fix}; or give your own file (it then runs as kind "
+        f"checkpoint, not as the published weights): {own_weights_hint(request.name)}"
     )
 
 
@@ -184,8 +195,7 @@ def _download(pin: WeightsPin, name: str) -> Path:
     how = (
         f"Download {pin.url}"
         + (f" (SHA-256 {pin.sha256})" if pin.sha256 else "")
-        + f" and pass it as checkpoint=PATH: set `checkpoints: {{{name}: PATH}}` in params.yaml, "
-        f"or call create_backbone({name!r}, checkpoint=PATH)."
+        + f" and give its path: {own_weights_hint(name)}."
     )
     if pin.source != "hf-hub":
         raise WeightsUnavailableError(f"pretrained weights for {name} are not available locally. {how}")

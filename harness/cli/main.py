@@ -206,9 +206,19 @@ def _check_committed_code(overrides: dict) -> None:
 
 def _check_devices(overrides: dict, setting: str, executor: str) -> list[str]:
     """The devices the stages compute on, checked on this machine before anything runs (a CUDA device torch
-    cannot see is a one-line error, exit 2), and handed to the stages DVC starts through VISBENCH_DEVICE.
-    `devices=0,1`: one device per process, backbones split between them (`harness.executors.parallel`)."""
-    from harness.core.devices import DEVICE_ENV, DeviceError, parse_device, parse_devices, resolve_device
+    cannot see is a one-line error, exit 2). `devices=0,1`: one device per process, backbones split between them
+    (`harness.executors.parallel`). Without either argument, `settings.device` (`requested_device`). An argument
+    is explicit, so it beats settings in the stages DVC starts too: it is handed on to them (`hand_on_device`;
+    with `devices=`, the first device, where the probes run, and the parallel executor gives each extraction
+    process its own)."""
+    from harness.core.devices import (
+        DeviceError,
+        hand_on_device,
+        parse_device,
+        parse_devices,
+        requested_device,
+        resolve_device,
+    )
 
     if "device" in overrides and "devices" in overrides:
         raise ConfigError("give device= (one device) or devices= (one process per device), not both")
@@ -218,15 +228,15 @@ def _check_devices(overrides: dict, setting: str, executor: str) -> list[str]:
                 raise ConfigError("devices= runs local processes; on SLURM each job gets one GPU (drop devices=)")
             devices = parse_devices(overrides["devices"])
         else:
-            devices = [parse_device(overrides.get("device", os.environ.get(DEVICE_ENV) or setting))]
+            devices = [parse_device(overrides["device"]) if "device" in overrides else requested_device(setting)]
         if executor == "local":
             for device in devices:
                 if device != "auto" and device != "cpu":  # only a GPU needs torch to say whether it is here
                     resolve_device(device)
     except DeviceError as error:
         raise ConfigError(str(error)) from None
-    if len(devices) == 1:
-        os.environ[DEVICE_ENV] = devices[0]
+    if "device" in overrides or "devices" in overrides:
+        hand_on_device(devices[0])
     return devices
 
 
@@ -367,8 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         given = [a.partition("=")[0] for a in args]
         if any(key in ("checkpoint", "checkpoints") or key.startswith("checkpoints.") for key in given):
-            # the offline-weights error (harness/backbones/weights.py) says "pass it as checkpoint=PATH", which is
-            # the Python API's keyword: say where the command line takes it instead of "unknown key"
+            # checkpoint=PATH is the Python API's keyword (the offline-weights errors name both ways:
+            # harness.backbones.weights.own_weights_hint): say where the command line takes it instead of "unknown key"
             raise ConfigError("checkpoint=PATH is the Python API's (create_backbone(NAME, checkpoint=PATH)); on the "
                               "command line put the file in params.yaml as `checkpoints: {NAME: PATH}` and run again")
         if command == "run" and any(a.partition("=")[0] in USER_DATA_KEYS for a in args):

@@ -167,7 +167,7 @@ def pin_command(args: list[str]) -> int:
 
 
 def publish_command(args: list[str]) -> int:
-    from harness.heads.publish import PublishError, publish
+    from harness.user.publish import PublishError, publish
 
     overrides = parse_overrides(args, ["run", "to"])
     missing = [key for key in ("run", "to") if key not in overrides]

@@ -25,6 +25,7 @@ from harness.core import paths
 from harness.core.config import Params
 from harness.core.hashing import sha256_file
 from harness.pipeline.plan import Run
+from harness.runs.failed_records import failed_records
 from harness.runs.records import Record, read_records
 from harness.stages.common import StageFailed
 
@@ -139,7 +140,7 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None,
                 reproduced_records = stages.probe(run.grid, run.task, run.backbone, params)
             except StageFailed as error:  # the committed run is ok; its re-run failing is a difference
                 log.error("verify %s: the re-run failed: %s", run.stage, error)
-                reproduced_records = read_records(paths.failure_path(run.stage))
+                reproduced_records = failed_records(run.stage)
             result = [check for reproduced in reproduced_records
                       for check in compare(corpus[reproduced.run_id], reproduced, tolerance, Path(tmp))]
             for line in device_notes(corpus, reproduced_records, tolerance):

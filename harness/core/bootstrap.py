@@ -1,7 +1,7 @@
 """The percentile bootstrap every interval here comes from: of a mean of per-sample scores, or of any statistic
 of per-sample rows under resampling weights. NumPy only, seeded, no state: a probe stage's DVC metrics file and
-the site (`harness.leaderboard.statistics`, which documents the definitions) call the same functions with the
-same derived seeds, so they print the same interval for a run.
+the site (`harness.leaderboard.statistics.bootstrap`, which documents the definitions) call the same functions
+with the same derived seeds, so they print the same interval for a run.
 """
 
 from __future__ import annotations

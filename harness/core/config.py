@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from harness.core.registry import unknown_name_message
+from harness.core.validation import describe_validation
 
 PARAMS_FILE = Path("params.yaml")
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit: a larger one fails deep inside a run
@@ -201,19 +202,6 @@ def load_params(path: Path = PARAMS_FILE) -> Params:
                 raise ConfigError(f"{path}: grids.{name}.features_from.{dataset}: grid {source!r} does not "
                                   f"extract {dataset}; valid: {', '.join(valid) or 'none'}")
     return params
-
-
-def describe_validation(error: ValidationError) -> str:
-    parts = []
-    for e in error.errors():
-        where = ".".join(str(p) for p in e["loc"])
-        if e["type"] == "extra_forbidden":
-            parts.append(f"unknown key {where!r}")
-        elif e["type"] == "missing":
-            parts.append(f"missing key {where!r}")
-        else:
-            parts.append(f"{where}: {e['msg']}")
-    return "; ".join(parts)
 
 
 # -- command-line overrides ----------------------------------------------------------------------------

@@ -5,10 +5,15 @@ or `cuda:N`; `auto` is the first CUDA GPU torch sees, else the CPU. The spelling
 torch (`parse_device`, what config validation runs); `resolve_device` is the one place that asks torch, and a
 CUDA device on a machine without one is a one-line `DeviceError` naming the fix, raised before any work.
 
-Where the work ran is not a DVC parameter: like the executor, it says where, not what. The CLI hands it to
-the stages it starts in `VISBENCH_DEVICE` (`requested_device`). What it changes is hashed where it changes
-numbers instead: a backbone on CUDA has the device in its identity (so its features never share a cache
-entry with the CPU's), and a record names the device that computed it (`describe_device`).
+Where the work ran is not a DVC parameter: like the executor, it says where, not what. Which device a stage
+uses is decided in one place, `requested_device`, in this order: an explicit argument (the CLI's `device=` or
+`devices=`, `harness.run(device=...)`), then params.yaml's `settings.device`, then the environment (which,
+since settings always name a device, never decides). The CLI's argument can only reach the stages DVC starts
+through their environment, so it travels in `VISBENCH_DEVICE` marked by `VISBENCH_DEVICE_EXPLICIT`
+(`hand_on_device`): a stage tells that handed-on choice, which beats settings, from a `VISBENCH_DEVICE` it merely
+inherited from a shell, which does not. What the device changes is hashed where it changes numbers instead: a
+backbone on CUDA has the device in its identity (so its features never share a cache entry with the CPU's), and a
+record names the device that computed it (`describe_device`).
 
 The CPU is described by what decides its kernels, never by what else the machine holds: its model and the
 instruction-set flags oneDNN and torch dispatch on. A GPU by its model, compute capability, memory, driver and
@@ -32,12 +37,12 @@ from harness.core.config import DEVICE_SPELLING
 if TYPE_CHECKING:
     import torch
 
-# The one channel a stage reads its device from (`requested_device`), in this order: an explicit argument (the CLI's
-# `device=`, the API's `device=`, each handed on through this variable for the stages run under it: `explicit_device`),
-# then the variable as inherited, then params.yaml's `settings.device`. The CLI's request can only reach the stages DVC
-# starts through their environment, so an inherited variable must beat settings too, or `device=` would be
-# powerless against params.yaml.
+# The device an entry point hands on to the stages it runs or starts (`hand_on_device`, `explicit_device`).
 DEVICE_ENV = "VISBENCH_DEVICE"
+# "1" where DEVICE_ENV holds an explicit argument handed on, not a value inherited from a shell. A mark beside the
+# value rather than a second variable for it: the parallel executor gives each of its processes a device by
+# setting DEVICE_ENV alone (the mark comes with the CLI's environment, set by its `devices=`).
+EXPLICIT_DEVICE_ENV = "VISBENCH_DEVICE_EXPLICIT"
 # /proc/cpuinfo flags that select different torch/oneDNN kernels for the same work (and so can change the last
 # bits of a ViT's features): the vector width and the bf16/int8 matrix instructions
 KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
@@ -66,26 +71,43 @@ def parse_devices(spec: str) -> list[str]:
 
 
 def requested_device(setting: str) -> str:
-    """The device a stage was asked for: VISBENCH_DEVICE (an explicit argument handed on, or inherited) over
-    params.yaml's `settings.device`."""
-    return parse_device(os.environ.get(DEVICE_ENV) or setting)
+    """The device a stage computes on: an explicit argument handed on to it (`handed_on_device`), else `setting`,
+    params.yaml's `settings.device`. A VISBENCH_DEVICE inherited without the mark ranks below settings, and
+    settings always name a device (`auto` by default), so on its own it changes nothing."""
+    return parse_device(handed_on_device() or setting)
+
+
+def handed_on_device() -> str | None:
+    """The device an explicit argument put in this process's environment (`hand_on_device`), else None."""
+    if os.environ.get(EXPLICIT_DEVICE_ENV) != "1":
+        return None
+    return os.environ.get(DEVICE_ENV) or None
+
+
+def hand_on_device(device: str) -> None:
+    """Make `device` the explicit choice of this process and of every process it starts from here on (the CLI's
+    `device=`, for the stages DVC starts)."""
+    os.environ[DEVICE_ENV] = parse_device(device)
+    os.environ[EXPLICIT_DEVICE_ENV] = "1"
 
 
 @contextlib.contextmanager
 def explicit_device(device: str | None) -> Iterator[None]:
-    """Stages run inside use `device` whatever VISBENCH_DEVICE held (restored after); None changes nothing."""
+    """`hand_on_device(device)` for the stages run inside (`harness.run`), the environment as it was after; None
+    changes nothing."""
     if device is None:
         yield
         return
-    before = os.environ.get(DEVICE_ENV)
-    os.environ[DEVICE_ENV] = parse_device(device)
+    before = {name: os.environ.get(name) for name in (DEVICE_ENV, EXPLICIT_DEVICE_ENV)}
+    hand_on_device(device)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(DEVICE_ENV, None)
-        else:
-            os.environ[DEVICE_ENV] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def resolve_device(spec: str) -> torch.device:

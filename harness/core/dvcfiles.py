@@ -9,10 +9,10 @@ backbone and grid, a stage rewrites a lock of one backbone's stages, whose size 
 backbones, and a new backbone on a branch adds files of its own instead of editing its grid's shared lock
 (benchmarks/dvc_scale.py measures it).
 
-Stage names stay unique across files (`extract-GRID-…@BACKBONE`, `GRID-TASK@BACKBONE` carry their grid and
-backbone), so the harness speaks of stages by name everywhere and turns a name into DVC's address
-(`pipelines/GRID/BACKBONE/dvc.yaml:NAME`) only when it calls DVC, and DVC's address back into a name when it
-reads DVC's output."""
+Stage names stay unique across files, so the harness speaks of stages by name everywhere; which file holds a
+stage is its spec's (harness.pipeline.stage_model: `StageSpec.file`, `.address`), never read off its name, and
+DVC's address (`pipelines/GRID/BACKBONE/dvc.yaml:NAME`) is turned back into a name where the harness reads DVC's
+output (`stage_of`)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.core import paths
-
 ROOT_FILE = Path("dvc.yaml")
 FOLDER = Path("pipelines")
 LOCK_NAME = "dvc.lock"
-_ROOT_STAGES = {paths.CODE_STAGE, "collect", "site"}
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses a lock in 1/10 of PyYAML's time
 
 
@@ -55,52 +52,10 @@ def lock_of(dvc_file: Path) -> Path:
     return dvc_file.with_name(LOCK_NAME)
 
 
-def stage_grid(name: str) -> str | None:
-    """The grid whose file holds stage (or foreach group) `name`: `extract-GRID-DATASET[@…]` or `GRID-TASK[@…]`
-    (grid names hold no '-', params.yaml's schema); None for the root file's stages (and any name of neither
-    form)."""
-    if name in _ROOT_STAGES or name.startswith("prepare-") or "-" not in name:
-        return None
-    return name.removeprefix("extract-").split("-", 1)[0]
-
-
-def stage_backbone(name: str) -> str | None:
-    """The backbone of a grid's stage (`…@BACKBONE`); None for a root stage or a group name without a member."""
-    if stage_grid(name) is None or "@" not in name:
-        return None
-    return name.rsplit("@", 1)[1]
-
-
-def dvc_file(name: str) -> Path:
-    """The dvc.yaml that defines stage `name`. A grid's stage is a foreach member (`…@BACKBONE`): its group
-    name alone is in every row's file, so it names no one file."""
-    grid = stage_grid(name)
-    if grid is None:
-        return ROOT_FILE
-    backbone = stage_backbone(name)
-    if backbone is None:
-        raise ValueError(f"{name!r} is a group in every row of grid {grid}: name a stage as {name}@BACKBONE")
-    return row_file(grid, backbone)
-
-
-def address(name: str) -> str:
-    """How DVC is told stage `name`: the bare name in the root file, `FILE:NAME` in a row's."""
-    file = dvc_file(name)
-    return name if file == ROOT_FILE else _in_file(file, name)
-
-
 def row_address(grid: str, backbone: str, name: str) -> str:
-    """How DVC is told stage `name` of `backbone`'s row in `grid`, the row given rather than read from the name
-    (a run page knows its record's grid and backbone): `address(name)` for every stage the generator writes."""
-    return _in_file(row_file(grid, backbone), name)
-
-
-def _in_file(file: Path, name: str) -> str:
-    return f"{file.as_posix()}:{name}"
-
-
-def addresses(names: list[str]) -> list[str]:
-    return [address(name) for name in names]
+    """How DVC is told stage `name` of `backbone`'s row in `grid` (`FILE:NAME`), the row given as values (a run
+    page knows its record's grid and backbone; the stage model, harness.pipeline.stage_model, its spec's)."""
+    return f"{row_file(grid, backbone).as_posix()}:{name}"
 
 
 def stage_of(dvc_address: str) -> str:

@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from harness.runs.fewshot import Shot
+from typing import Protocol
 
 DATA = Path("data")
 CORPUS = Path("leaderboard/corpus.jsonl")
@@ -22,6 +19,17 @@ FAILED_CORPUS = Path("leaderboard/failures.jsonl")  # failed attempts, shown apa
 FAILURES = Path("failures")  # each failed stage's latest attempt (git-tracked, never a DVC out)
 DOCS = Path("docs")
 _outputs = {"data": DATA, "features": Path("features"), "results": Path("results"), "failures": FAILURES}
+
+
+class FewShotPoint(Protocol):
+    """What a path needs of one few-shot point (`harness.runs.fewshot.Shot`, which is one): k and the subset seed.
+    Declared here so that core names no type of the runs layer above it."""
+
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
 
 
 @contextmanager
@@ -58,7 +66,7 @@ def features_dir(grid: str, backbone: str, dataset: str) -> Path:
     return _outputs["features"] / grid / backbone / dataset
 
 
-def record_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+def record_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
     """A stage's record; a few-shot stage writes one per (k, seed) `shot` into its folder."""
     if shot is None:
         return _outputs["results"] / grid / task / f"{backbone}.json"
@@ -70,13 +78,13 @@ def metrics_path(grid: str, task: str, backbone: str) -> Path:
     return _outputs["results"] / grid / task / f"{backbone}.metrics.json"
 
 
-def samples_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+def samples_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
     if shot is None:
         return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
     return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.samples.csv"
 
 
-def head_path(grid: str, task: str, backbone: str, shot: Shot | None = None) -> Path:
+def head_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
     """A trained probe's head beside its record (`harness.heads.load`): safetensors, weights and identity."""
     record = record_path(grid, task, backbone, shot)
     return record.with_name(record.name.removesuffix(".json") + ".head.safetensors")
@@ -91,7 +99,7 @@ def stage_name(grid: str, task: str, backbone: str) -> str:
     return f"{grid}-{task}@{backbone}"
 
 
-def run_id(grid: str, task: str, backbone: str, shot: Shot | None = None) -> str:
+def run_id(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> str:
     """The stage name, or for one (k, seed) of a few-shot stage "<stage>.k<k>.s<seed>": unique, URL-safe
     (the site's page for it is the run id with "@" spelled "-at-"), and the stage is its prefix."""
     stage = stage_name(grid, task, backbone)
@@ -124,5 +132,5 @@ def prepare_stage_name(dataset: str) -> str:
 
 def failure_path(stage: str) -> Path:
     """Where a stage's failed attempt is kept (git-tracked, never a DVC out, so it never replaces an ok
-    record): `failures/<stage>.jsonl`, one failed record per line."""
+    record): `failures/<stage>.jsonl`, written and read only through harness.runs.failures (its format)."""
     return _outputs["failures"] / f"{stage.replace('@', '-at-')}.jsonl"

@@ -49,11 +49,6 @@ class Preprocess:
     def spec(self) -> dict:
         return {"library": "pillow", **asdict(self)}
 
-    def spec_for(self, fit: str) -> dict:
-        """The spec a cache key hashes: the crop fit adds nothing, so crop keys predate `fit` unchanged."""
-        _check_fit(fit)
-        return self.spec() if fit == "crop" else {**self.spec(), "fit": fit}
-
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
         scale = self.resize / min(width, height)
         return max(self.crop, round(width * scale)), max(self.crop, round(height * scale))

@@ -2,7 +2,7 @@
 
 One decorator registers a constructor under a name; `get` is the only door in, and an unknown name is an
 error that lists the known ones. Each entry remembers the module that registered it: that module's file
-is what the DVC stages using the name depend on (`harness.pipeline.generate`).
+is what the DVC stages using the name depend on (`harness.pipeline.topology`).
 
 Registries are lazy: importing one imports none of its entries. `discover()` imports every module of the
 registry's built-in packages (and the project's `plugins:`), so `names()` and a miss in `get()` see

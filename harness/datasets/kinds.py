@@ -16,6 +16,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from harness.core.config import out_of_range
 from harness.core.registry import Registry, unknown_name_message
+from harness.core.validation import describe_validation
 from harness.datasets.manifest import MANIFEST_NAME, Manifest
 
 DATASET_KINDS: Registry[Manifest] = Registry("dataset kind", packages=("harness.datasets",))
@@ -52,16 +53,8 @@ def validate_dataset_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         model.model_validate(body)
     except ValidationError as error:
         valid = ", ".join(sorted(model.model_fields))
-        problems = []
-        for e in error.errors():
-            where = ".".join(str(p) for p in e["loc"])
-            if e["type"] == "extra_forbidden":
-                problems.append(f"unknown key {where!r} (valid keys for kind {kind}: {valid})")
-            elif e["type"] == "missing":
-                problems.append(f"missing key {where!r}")
-            else:
-                problems.append(f"{where}: {e['msg']}")
-        raise DatasetError(f"datasets.{name}: " + "; ".join(problems)) from None
+        problems = describe_validation(error, unknown_note=f" (valid keys for kind {kind}: {valid})")
+        raise DatasetError(f"datasets.{name}: {problems}") from None
     for key, value in body.items():
         # counts (images per class, scenes, sizes) start at 1, a seed at 0; `objects` may be 0 (an empty scene)
         problem = out_of_range(f"datasets.{name}.{key}", value, 0 if key == "objects" else 1)

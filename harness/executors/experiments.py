@@ -78,8 +78,8 @@ def experiment_name(settings: list[str], stages: Sequence[str] = ()) -> str:
 
 def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) -> int:
     """`settings` from `validated_overrides`, as `-S` settings for `dvc exp run`."""
-    from harness.core import dvcfiles
     from harness.pipeline.dvc_runner import run_dvc
+    from harness.pipeline.stage_model import addresses
 
     stages = list(dict.fromkeys(run.stage for run in runs))
     name = experiment_name(settings, stages)
@@ -100,7 +100,7 @@ def run_experiment(runs: list[Run], settings: list[str], dry_run: bool = False) 
     args = ["exp", "run", "--temp", "--name", name]
     for setting in settings:
         args += ["-S", setting]
-    code = run_dvc([*args, *dvcfiles.addresses(stages)])
+    code = run_dvc([*args, *addresses(stages)])
     if code:
         if kept is not None and ref is not None:
             _git(["update-ref", ref, kept])

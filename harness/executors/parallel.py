@@ -64,10 +64,8 @@ def _run_stages(device: str, stages: list[str], commands: dict[str, str], thread
 def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> tuple[int, bool]:
     """Bring `targets` up to date with extraction spread over `devices`; (DVC's exit code, True: collect and
     site ran), as the local executor returns."""
-    from harness.core import dvcfiles
-    from harness.core.config import load_params
-    from harness.pipeline.documents import documents
     from harness.pipeline.dvc_runner import repro_with_progress, run_dvc, stale_stages
+    from harness.pipeline.stage_model import addresses, load_stages
     from harness.pipeline.targets import stage_commands
 
     prepares = list(dict.fromkeys(run.prepare_stage for run in runs))
@@ -80,7 +78,7 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
     for run in runs:
         if run.extract_stage in stale and run.extract_stage not in by_backbone.get(run.backbone, []):
             by_backbone.setdefault(run.backbone, []).append(run.extract_stage)
-    commands = stage_commands(documents(load_params()))
+    commands = stage_commands(load_stages())
     dealt = [(device, stages) for device, stages in deal(by_backbone, devices) if stages]
     if dealt:
         log.info("extracting %d stages in %d parallel processes: %s", sum(len(s) for _, s in dealt), len(dealt),
@@ -95,7 +93,7 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
 
         with ThreadPoolExecutor(max_workers=len(dealt)) as pool:
             done = [stage for stages in pool.map(run_slot, dealt) for stage in stages]
-        if done and run_dvc(["commit", "--force", *dvcfiles.addresses(done)]):
+        if done and run_dvc(["commit", "--force", *addresses(done)]):
             log.error("dvc commit of the extracted stages failed; dvc repro extracts them again")
     os.environ[DEVICE_ENV] = devices[0]
     return repro_with_progress([*targets, "collect", "site"]), True

@@ -2,7 +2,8 @@
 
 A probe stage that failed wrote its failed records to failures/<stage>.jsonl. A run whose upstream stage
 (prepare, extract) failed never started: it gets a failed record here, built from that stage's failure
-file, so it is listed, collected and shown like any other failure.
+file, so it is listed, collected and shown like any other failure. Failure files are read and written through
+harness.runs.failures (their one owner) and harness.runs.failed_records.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import ConfigError, Params, canonical_backbone, load_params, probe_block
 from harness.pipeline.plan import Run
+from harness.pipeline.stage_model import read_stages
+from harness.runs import failed_records, failures
+from harness.runs.failed_records import FailedRun, failed_record
+from harness.runs.failures import StageFailure
 from harness.runs.fewshot import stage_shots
-from harness.runs.records import Failure, Record, dump_record, read_records
-from harness.stages.failures import read_stage_failure
+from harness.runs.records import Failure
 
 log = logging.getLogger("visbench")
 
@@ -99,9 +103,9 @@ def retry_command(run: Run) -> str:
     return f"visbench-harness grid={run.grid} task={run.task} backbone={canonical_backbone(run.backbone)}"
 
 
-def _upstream_failure(run: Run) -> dict | None:
+def _upstream_failure(run: Run) -> StageFailure | None:
     for stage in (run.prepare_stage, run.extract_stage):
-        failure = read_stage_failure(stage)
+        failure = failures.stage_failure(stage)
         if failure is not None:
             return failure
     return None
@@ -114,17 +118,16 @@ def _probe_spec(run: Run):
     from harness.probes import get_probe
 
     # a dvc.yaml without that stage (or unreadable), or a module that will not import: get_probe discovers
-    with contextlib.suppress(OSError, KeyError, TypeError, ImportError, yaml.YAMLError):
-        stages = yaml.load(dvcfiles.dvc_file(run.stage).read_text(),
-                           Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        code = re.search(r"--code (\S+)\.py\b", stages["stages"][f"{run.grid}-{run.task}"]["do"]["cmd"])
+    with contextlib.suppress(OSError, KeyError, TypeError, ValueError, ImportError, yaml.YAMLError):
+        document = yaml.load(run.file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        code = re.search(r"--code (\S+)\.py\b", read_stages({run.file: document})[run.stage].cmd)
         module = code.group(1).replace("/", ".") if code else ""
         if module.startswith("harness.probes."):
             importlib.import_module(module)
     return get_probe(run.task)
 
 
-def record_upstream_failure(run: Run, upstream: dict, params: Params | None = None) -> None:
+def record_upstream_failure(run: Run, upstream: StageFailure, params: Params | None = None) -> None:
     """failures/<probe stage>.jsonl for a run that never started because `upstream` failed."""
     from harness.runs.environment import environment_fingerprint
 
@@ -133,19 +136,17 @@ def record_upstream_failure(run: Run, upstream: dict, params: Params | None = No
     block = probe_block(params, run.grid, run.task)
     pooling = block.pop("pooling", "default") if spec.feature_mode == "pooled" else "default"
     layers = block.pop("layers", None)
-    failure = Failure(phase=upstream["phase"], error_type=upstream["error_type"],
-                      message=f"{upstream['stage']} failed: {upstream['message']}"[:2000])
-    records = [Record(
-        run_id=paths.run_id(run.grid, run.task, run.backbone, shot), backbone=None,
+    failure = Failure(phase=upstream.phase, error_type=upstream.error_type,
+                      message=f"{upstream.stage} failed: {upstream.message}"[:2000])
+    records = [failed_record(
+        failure, run_id=paths.run_id(run.grid, run.task, run.backbone, shot), backbone=None,
         backbone_name=canonical_backbone(run.backbone), task=run.task, level=spec.level, protocol=spec.protocol,
         protocol_params=block, dataset=None, pooling_requested=pooling, pooling_resolved=None,
         feature_mode=spec.feature_mode, layers=layers, precision=params.settings.precision, image_size=None,
-        seed=params.settings.seed if shot is None else shot.seed, metrics={},
-        headline_metric=spec.resolve_headline(block),
-        higher_is_better={}, tolerances={}, status="failed", failure=failure, duration_s=0.0,
-        environment=environment_fingerprint(), k_shot=None if shot is None else shot.k,
+        seed=params.settings.seed if shot is None else shot.seed, headline_metric=spec.resolve_headline(block),
+        duration_s=0.0, environment=environment_fingerprint(), k_shot=None if shot is None else shot.k,
     ) for shot in stage_shots(params, run.grid)]
-    write_text_atomic(paths.failure_path(run.stage), "".join(dump_record(r) + "\n" for r in records))
+    failed_records.record_failed_runs(run.stage, records, upstream=upstream.stage)
 
 
 def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, str, str]], bool]:
@@ -155,14 +156,13 @@ def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, st
     (clear_healed_upstream_failures)."""
     failed, changed = [], bool(clear_healed_upstream_failures(runs))
     for run in runs:
-        own = paths.failure_path(run.stage)
         upstream = _upstream_failure(run)
         if upstream is not None:
             record_upstream_failure(run, upstream)
             changed = True
-            failed.append((run, upstream["phase"], f"{upstream['error_type']}: {upstream['message']}"))
-        elif own.is_file():
-            record = read_records(own)[0]
+            failed.append((run, upstream.phase, f"{upstream.error_type}: {upstream.message}"))
+        elif failures.exists(run.stage):
+            record = failed_records.failed_records(run.stage)[0]
             failed.append((run, record.failure.phase, f"{record.failure.error_type}: {record.failure.message}"))
     if dvc_failed and not failed:
         failed = [(run, "dvc", "not brought up to date: DVC could not run it, or its job ended early (output above)")
@@ -171,12 +171,10 @@ def find_failures(runs: list[Run], dvc_failed: bool) -> tuple[list[tuple[Run, st
     return failed, changed
 
 
-def _upstream_cause(run: Run, record: Record) -> str | None:
-    """The upstream stage (prepare, extract) whose failure `record` stands for (record_upstream_failure wrote
-    it), or None: the probe stage's own failure."""
-    message = record.failure.message if record.failure is not None else ""
-    return next((stage for stage in (run.prepare_stage, run.extract_stage)
-                 if message.startswith(f"{stage} failed: ")), None)
+def _upstream_cause(run: Run, failed: FailedRun) -> str | None:
+    """The upstream stage (prepare, extract) whose failure `failed` stands for (record_upstream_failure wrote
+    it), or None: the probe stage's own failure, or a job of an executor that never returned."""
+    return failed.upstream if failed.upstream in (run.prepare_stage, run.extract_stage) else None
 
 
 def clear_healed_upstream_failures(runs: list[Run]) -> list[Run]:
@@ -189,11 +187,10 @@ def clear_healed_upstream_failures(runs: list[Run]) -> list[Run]:
 
     healed: dict[str, tuple[Run, str]] = {}
     for run in runs:
-        own = paths.failure_path(run.stage)
-        if not own.is_file() or _upstream_failure(run) is not None:
+        if not failures.exists(run.stage) or _upstream_failure(run) is not None:
             continue
         try:
-            causes = {_upstream_cause(run, record) for record in read_records(own)}
+            causes = {_upstream_cause(run, failed) for failed in failed_records.failed_runs(run.stage)}
         except (OSError, ValueError):  # not a file the harness wrote: left for the probe stage to replace
             continue
         if len(causes) == 1 and None not in causes:
@@ -206,7 +203,7 @@ def clear_healed_upstream_failures(runs: list[Run]) -> list[Run]:
     for stage, (run, cause) in healed.items():
         if stage in stale or cause in stale:  # the upstream stage too: ok again means it ran since, and is locked
             continue
-        paths.failure_path(stage).unlink(missing_ok=True)
+        failures.clear(stage)
         log.info("%s: %s is ok again and the run is up to date; its failed attempt is cleared", stage, cause)
         cleared.append(run)
     return cleared
@@ -236,7 +233,7 @@ def _locked_and_fresh(run: Run) -> bool:
 
     from harness.pipeline.dvc_runner import dvc_command
 
-    out = subprocess.run(dvc_command(["status", "--json", dvcfiles.address(run.stage)]), capture_output=True,
+    out = subprocess.run(dvc_command(["status", "--json", run.address]), capture_output=True,
                          text=True, check=False)
     try:
         return out.returncode == 0 and not json.loads(out.stdout or "{}")

@@ -28,8 +28,9 @@ from pathlib import Path
 import yaml
 
 from harness.core import dvcfiles
-from harness.core.paths import failure_path
 from harness.pipeline.dvc_runner import dvc_command, stale_stages
+from harness.pipeline.stage_model import addresses, load_stages
+from harness.runs import failures
 
 log = logging.getLogger("visbench")
 _REFUSE = """#!/bin/sh
@@ -49,7 +50,7 @@ def restore_cached_stages(stages: list[str]) -> set[str]:
         python.chmod(python.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         env = {**os.environ, "PATH": shim + os.pathsep + os.environ.get("PATH", "")}
         log.info("$ dvc repro --pull --keep-going <%d stages> (restore from the run-cache only)", len(stages))
-        subprocess.run(dvc_command(["repro", "--pull", "--keep-going", *dvcfiles.addresses(stages)]), env=env,
+        subprocess.run(dvc_command(["repro", "--pull", "--keep-going", *addresses(stages)]), env=env,
                        check=False)
     stale = stale_stages(stages)
     return set() if stale is None else set(stages) - stale
@@ -120,7 +121,8 @@ def commit_returned_stages(returned: dict[str, tuple[Path, dict]]) -> dict[str, 
                     (shutil.copytree if path.is_dir() else shutil.copy2)(path, saved)
                 previous[stage].append((path, saved))
                 _install(files / path, path)
-        locks = {dvcfiles.lock_of(dvcfiles.dvc_file(stage)) for stage in returned}
+        specs = load_stages()
+        locks = {dvcfiles.lock_of(specs[stage].file) for stage in returned}
         locks_before = {lock: lock.read_bytes() if lock.is_file() else None for lock in locks}
         verdict = _commit_and_compare(returned)
         bad = [stage for stage, found in verdict.items() if found]
@@ -147,7 +149,7 @@ def _commit_and_compare(returned: dict[str, tuple[Path, dict]]) -> dict[str, lis
     if not returned:
         return {}
     log.info("$ dvc commit --force <%d stages returned as files>", len(returned))
-    code = subprocess.run(dvc_command(["commit", "--force", "--quiet", *dvcfiles.addresses(list(returned))]),
+    code = subprocess.run(dvc_command(["commit", "--force", "--quiet", *addresses(list(returned))]),
                           check=False).returncode
     lock = read_lock()
     verdict = {}
@@ -161,8 +163,5 @@ def mirror_failure_files(outcome: dict[str, str], files: Path) -> None:
     """failures/<stage>.jsonl of the job's stages as the job left them: the job's file when it has one; none for
     a stage it brought up to date; and for a stage it never reached (no file, not ok), whatever was here."""
     for stage, state in outcome.items():
-        ours, theirs = failure_path(stage), files / failure_path(stage)
-        if theirs.is_file():
-            _install(theirs, ours)
-        elif state == "ok":
-            ours.unlink(missing_ok=True)
+        if not failures.adopt(stage, files) and state == "ok":
+            failures.clear(stage)

@@ -30,9 +30,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.core import dvcfiles
 from harness.core.config import ConfigError
-from harness.core.paths import CODE_STAGE, failure_path
+from harness.core.paths import CODE_STAGE
 from harness.executors import sbatch
 from harness.executors.checkout import Snapshot, job_script, outside_links, take_snapshot
 from harness.executors.jobs import Job, Partition, plan_jobs, sbatch_options
@@ -41,6 +40,8 @@ from harness.executors.worker import LOCK as RETURNED_LOCK
 from harness.executors.worker import RETURNED
 from harness.pipeline.dvc_runner import dvc_command, run_dvc, stale_stages
 from harness.pipeline.plan import Run
+from harness.pipeline.stage_model import addresses
+from harness.runs import failures
 
 log = logging.getLogger("visbench")
 DEFAULT_SCRATCH = Path(".dvc/tmp/slurm")  # inside the project: the nodes see it wherever they see the project
@@ -106,7 +107,7 @@ def _push_inputs(jobs: list[Job], stale: set[str]) -> None:
     recomputing (a job that cannot pull them recomputes them: slower, still correct)."""
     inputs = [stage for job in jobs for run in job.runs for stage in (run.prepare_stage, run.extract_stage)]
     fresh = [stage for stage in dict.fromkeys(inputs) if stage not in stale]
-    if fresh and run_dvc(["push", "--quiet", *dvcfiles.addresses(fresh)]) != 0:
+    if fresh and run_dvc(["push", "--quiet", *addresses(fresh)]) != 0:
         log.warning("slurm: could not push the up-to-date inputs %s; the jobs will recompute them", ", ".join(fresh))
 
 
@@ -298,7 +299,7 @@ def _record_lost_runs(s: Submitted, outcome: dict, restored: set[str], verdict: 
     for run in s.job.runs:
         if run.stage not in s.job.stale:
             continue  # up to date before the job: nothing of it was at stake
-        if any(failure_path(stage).is_file() for stage in (run.prepare_stage, run.extract_stage, run.stage)):
+        if any(failures.exists(stage) for stage in (run.prepare_stage, run.extract_stage, run.stage)):
             continue  # the stage's own failed records say what happened
         if verdict.get(run.stage):
             why = (f"the result of job {s.job_id} does not match this workspace ({', '.join(verdict[run.stage][:3])}"
@@ -332,7 +333,8 @@ def _record_executor_failure(run: Run, s: Submitted, message: str) -> None:
     from harness.executors.report import record_upstream_failure
 
     error = f"SlurmJob{(s.state.state if s.state else 'Unknown').title().replace('_', '')}"
-    record_upstream_failure(run, {"stage": s.job.name, "phase": "executor", "error_type": error, "message": message})
+    record_upstream_failure(run, failures.StageFailure(stage=s.job.name, phase="executor", error_type=error,
+                                                       message=message))
 
 
 def _log(s: Submitted) -> str:

@@ -35,9 +35,10 @@ import time
 from pathlib import Path
 
 from harness.core import dvcfiles
-from harness.core.paths import failure_path
 from harness.executors.checkout import link_outside_paths
 from harness.pipeline.dvc_runner import dvc_command, stale_stages
+from harness.pipeline.stage_model import addresses
+from harness.runs import failures
 
 RETURNED = "returned"
 LOCK = "dvc.lock"  # in RETURNED: the entries of every lock file of the job's checkout
@@ -48,7 +49,7 @@ def _dvc(args: list[str], stages: list[str]) -> int:
     """One DVC command on `stages` (names), its output in the job's log, stamped with the seconds since the job
     started."""
     print(f"[{time.monotonic() - _STARTED:.0f}s] $ dvc {' '.join([*args, *stages])}", flush=True)
-    return subprocess.run(dvc_command([*args, *dvcfiles.addresses(stages)]), check=False).returncode
+    return subprocess.run(dvc_command([*args, *addresses(stages)]), check=False).returncode
 
 
 def _copy(source: Path, destination: Path) -> None:
@@ -82,9 +83,7 @@ def write_returned(job_dir: Path, outcome: dict, returned_stages: list[str], all
             for path in _outputs(lock, stage):
                 _copy(Path(path), staging / "files" / path)
     for stage in all_stages:
-        failure = failure_path(stage)
-        if failure.is_file():
-            _copy(failure, staging / "files" / failure)
+        failures.ship(stage, staging / "files")
     (staging / LOCK).write_text(yaml.safe_dump({"stages": lock}, sort_keys=False))
     (staging / "outcome.json").write_text(json.dumps(outcome, indent=1, sort_keys=True))
     final = job_dir / RETURNED

@@ -22,11 +22,11 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> Iterable[ast.Import | ast.ImportFrom]:
+def _imports(tree: ast.AST, type_checking: bool = False) -> Iterable[ast.Import | ast.ImportFrom]:
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -51,7 +51,7 @@ def _package_of(path: Path) -> str:
 
 
 @cache
-def _direct(root: Path, path: Path) -> tuple[Path, ...]:
+def _direct(root: Path, path: Path, type_checking: bool = False) -> tuple[Path, ...]:
     """Project files one file imports directly (with the `__init__` of every package on the way)."""
     tree = ast.parse((root / path).read_text(encoding="utf-8"), filename=str(path))
     own = _package_of(path)
@@ -65,7 +65,7 @@ def _direct(root: Path, path: Path) -> tuple[Path, ...]:
             if file is not None:
                 found.append(file)
 
-    for node in _imports(tree):
+    for node in _imports(tree, type_checking):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == ROOT_PACKAGE:
@@ -85,9 +85,10 @@ def _direct(root: Path, path: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def direct_imports(path: str | Path, root: Path = Path(".")) -> list[str]:
-    """The project files one file imports (at module level or in a function; not under TYPE_CHECKING)."""
-    return [p.as_posix() for p in _direct(root.resolve(), Path(path))]
+def direct_imports(path: str | Path, root: Path = Path("."), type_checking: bool = False) -> list[str]:
+    """The project files one file imports (at module level or in a function; under `if TYPE_CHECKING:` too only
+    with `type_checking`, for the layering test: such imports never run, so a stage's code is read without them)."""
+    return [p.as_posix() for p in _direct(root.resolve(), Path(path), type_checking)]
 
 
 def code_closure(paths: Iterable[str | Path], root: Path = Path(".")) -> list[str]:

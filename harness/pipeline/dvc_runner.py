@@ -16,13 +16,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.core import dvcfiles
-from harness.pipeline.expand import expand, with_downstream
+from harness.pipeline.stage_model import StageSpec, load_stages, with_downstream
 
 log = logging.getLogger("visbench")
 STOP_GRACE_S = 3  # for the interrupted stage to exit; DVC then goes on to the next one, so its group is terminated
@@ -82,13 +81,13 @@ def run_dvc(args: list[str]) -> int:
             raise
 
 
-def stale_stages(stages: list[str], docs: dict[Path, dict[str, Any]] | None = None, echo: bool = True
+def stale_stages(stages: list[str], specs: Mapping[str, StageSpec] | None = None, echo: bool = True
                  ) -> set[str] | None:
     """The stages (names) of `stages` that `dvc status` reports as not up to date; None when DVC could not tell
-    (its output then printed, unless not `echo`). `docs`: the pipeline's dvc.yaml files, loaded if not given."""
+    (its output then printed, unless not `echo`). `specs`: the pipeline's stages, loaded if not given."""
     if not stages:
         return set()
-    out = subprocess.run(dvc_command(["status", "--json", *grouped(stages, docs=docs)]), capture_output=True,
+    out = subprocess.run(dvc_command(["status", "--json", *grouped(stages, specs=specs)]), capture_output=True,
                          text=True, check=False, env=dvc_env())
     if out.returncode != 0:
         if echo:
@@ -106,20 +105,20 @@ def show_status(targets: list[str]) -> int:
     dvc/commands/status.py) only to choose which "up to date" line to print, so the printed form is asked of
     the stale stages alone, and with none stale the line is ours (benchmarks/dvc_scale.py's `cli dry_run`
     measures the command). DVC's exit status, or 1 when it could not tell (its output printed)."""
-    docs = dvcfiles.load_documents()
-    stale = stale_stages(targets, docs)
+    specs = load_stages()
+    stale = stale_stages(targets, specs)
     if stale is None:
         return 1
     if not stale:
         print(f"dvc status: all {len(targets)} stages up to date", flush=True)
         return 0
-    return run_dvc(["status", *grouped([t for t in targets if t in stale], docs=docs)])
+    return run_dvc(["status", *grouped([t for t in targets if t in stale], specs=specs)])
 
 
 def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
     """Bring `targets` (the selected stages with every upstream one, in an order DVC can run them one by one) up
     to date: `dvc status` first, then `dvc repro --single-item --keep-going` of the stale stages and of those
-    reading what they write (expand.with_downstream), in the same order, echoing DVC's output and a
+    reading what they write (stage_model.with_downstream), in the same order, echoing DVC's output and a
     `[done/total]` line with elapsed time and ETA whenever a stage runs. The stages in `force` (`force=true`: the
     selected runs' own stages) run whatever their status, through a `dvc repro --force` of their own between the
     stale stages upstream of them and those downstream.
@@ -135,12 +134,12 @@ def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
     of it. So DVC runs in its own process group, which the interrupt is handed to as a whole, led by
     harness.pipeline.dvc_guard, which takes the group down when this process dies without a word (`kill -9` of
     the CLI's group, a CI timeout): DVC and its stage never outlive the CLI holding DVC's locks."""
-    docs = dvcfiles.load_documents()
-    stale = stale_stages(targets, docs, echo=False)
+    specs = load_stages()
+    stale = stale_stages(targets, specs, echo=False)
     if stale is None:
         log.info("dvc status could not tell which stages are out of date; dvc repro checks all %d", len(targets))
         stale = set(targets)
-    todo = with_downstream(targets, stale | set(force), expand(docs)) if stale or force else []
+    todo = with_downstream(targets, stale | set(force), specs) if stale or force else []
     if not todo:
         log.info("dvc status: all %d stages up to date; nothing to reproduce", len(targets))
         return 0
@@ -156,7 +155,7 @@ def repro_with_progress(targets: list[str], force: Collection[str] = ()) -> int:
     code = 0
     for (forced, final), batch in batches:
         args = ["repro", "--single-item", *([] if final else ["--keep-going"]), *(["--force"] if forced else []),
-                "--glob", *grouped(batch, patterns=True, docs=docs)]
+                "--glob", *grouped(batch, patterns=True, specs=specs)]
         log.info("$ dvc %s", " ".join([*args[:args.index("--glob") + 1], f"<{len(batch)} stages>"]))
         code = _repro(args, progress) or code
     log.info("dvc repro: %d stages checked, %d ran, in %.0fs", len(progress.seen), progress.ran,
@@ -272,13 +271,13 @@ def clear_reused_lock_pids() -> list[tuple[int, str]]:
         guard.close()
 
 
-def grouped(targets: list[str], patterns: bool = False, docs: dict[Path, dict[str, Any]] | None = None
+def grouped(targets: list[str], patterns: bool = False, specs: Mapping[str, StageSpec] | None = None
             ) -> list[str]:
     """Stage names as DVC is best told them (generate.dvc_targets): a row (one backbone's file in a grid) whose
     stages are all named as its file, the rest by their addresses; `patterns`: for `dvc repro --glob`."""
     from harness.pipeline.targets import dvc_targets
 
-    return dvc_targets(targets, dvcfiles.load_documents() if docs is None else docs, glob=patterns)
+    return dvc_targets(targets, load_stages() if specs is None else specs, glob=patterns)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -20,17 +20,10 @@ from harness.core.atomic import write_text_atomic
 from harness.core.config import PARAMS_FILE, Params, load_params
 from harness.core.registry import PACKAGE_ROOT
 from harness.pipeline import fingerprints
-from harness.pipeline.documents import (
-    BENCHMARK_RESULTS,
-    DVC_FILE,
-    HEADER,
-    RELEASES_FOLDER,
-    documents,
-    dump,
-    metrics_files,
-    render,
-)
+from harness.pipeline.documents import DVC_FILE, HEADER, documents, dump, metrics_files, render
 from harness.pipeline.locks import prune_lock, relocate_lock_entries, stale_lock_entries
+from harness.pipeline.stage_model import StageSpec, read_stages
+from harness.pipeline.stage_specs import BENCHMARK_RESULTS, RELEASES_FOLDER, stage_specs
 from harness.pipeline.targets import stage_names
 
 STAMP = Path(".dvc/tmp/visbench-pipeline.json")  # the source key of the last successful check + generation
@@ -45,28 +38,21 @@ def ensure_input_folders() -> None:
             (folder / ".gitkeep").write_text("")
 
 
-def _grid_param_keys(documents: list[dict[str, Any]]) -> list[str]:
-    """The params keys a grid's rows read, in their first-read order."""
-    return list(dict.fromkeys(key for document in documents for stage in document["stages"].values()
-                              for entry in stage["do"]["params"] for values in entry.values() for key in values))
-
-
-def grid_params(docs: dict[Path, dict[str, Any]], params_file: Path = PARAMS_FILE) -> dict[Path, str]:
+def grid_params(stages: list[StageSpec], params_file: Path = PARAMS_FILE) -> dict[Path, str]:
     """Each grid's params file (dvcfiles.grid_params_file) as text: the params.yaml values its stages read,
-    under the same dotted keys, read with DVC's own YAML reader so that DVC finds the very values it would find
-    in params.yaml (YAML 1.2: `1e-3` is a number)."""
+    under the same dotted keys, in their first-read order, read with DVC's own YAML reader so that DVC finds
+    the very values it would find in params.yaml (YAML 1.2: `1e-3` is a number)."""
     from dvc.utils.serialize import load_yaml
 
     raw = load_yaml(params_file)
-    by_grid: dict[str, list[dict[str, Any]]] = {}
-    for path, document in docs.items():
-        grid = dvcfiles.file_grid(path)
-        if grid is not None:
-            by_grid.setdefault(grid, []).append(document)
+    by_grid: dict[str, list[str]] = {}
+    for stage in stages:
+        if stage.grid is not None:
+            by_grid.setdefault(stage.grid, []).extend(stage.params)
     files = {}
-    for grid, grid_documents in by_grid.items():
+    for grid, keys in by_grid.items():
         values: dict[str, Any] = {}
-        for key in _grid_param_keys(grid_documents):
+        for key in dict.fromkeys(keys):
             source, target, parts = raw, values, key.split(".")
             for part in parts[:-1]:
                 source, target = source[part], target.setdefault(part, {})
@@ -79,12 +65,17 @@ def write_inputs(params: Params, docs: dict[Path, dict[str, Any]] | None = None)
     """What the stages read besides data, written from params.yaml and the code: the code fingerprints and each
     grid's params file (the `codedeps` stage's outputs); the files rewritten."""
     changed = fingerprints.write(params)
-    for path, text in grid_params(docs if docs is not None else documents(params)).items():
+    for path, text in grid_params(_specs(params, docs)).items():
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, text)
             changed.append(path.as_posix())
     return changed
+
+
+def _specs(params: Params, docs: dict[Path, dict[str, Any]] | None = None) -> list[StageSpec]:
+    """The pipeline's stages: read back from `docs` where the caller has generated them, else built."""
+    return list(read_stages(docs).values()) if docs is not None else stage_specs(params)
 
 
 def _stale_files(docs: dict[Path, dict[str, Any]], root: Path) -> list[Path]:
@@ -208,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {', '.join(stale_files)}: run `visbench-harness pipeline` and commit dvc.yaml and "
                   f"{dvcfiles.FOLDER}/", file=sys.stderr)
             return 1
-        stale_values = [p.as_posix() for p, text in grid_params(documents(params)).items()
+        stale_values = [p.as_posix() for p, text in grid_params(stage_specs(params)).items()
                         if not p.is_file() or p.read_text() != text]
         if stale_values:
             print(f"stale: {', '.join(stale_values)}: run `visbench-harness pipeline` and commit them", file=sys.stderr)

@@ -7,8 +7,9 @@ lets DVC run them, so `dvc.lock` stays the single record of what ran.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness.core import paths
+from harness.core import dvcfiles, paths
 from harness.core.config import ConfigError, Params, canonical_backbone, stage_spelling
 from harness.core.registry import unknown_name_message
 from harness.pipeline.checks import missing_requirements_note
@@ -27,6 +28,16 @@ class Run:
     @property
     def stage(self) -> str:
         return paths.stage_name(self.grid, self.task, self.backbone)
+
+    @property
+    def file(self) -> Path:
+        """The dvc.yaml of the run's row (its extract and probe stages)."""
+        return dvcfiles.row_file(self.grid, self.backbone)
+
+    @property
+    def address(self) -> str:
+        """How DVC is told the run's probe stage."""
+        return dvcfiles.row_address(self.grid, self.backbone, self.stage)
 
     @property
     def extract_stage(self) -> str:

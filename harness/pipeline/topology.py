@@ -1,5 +1,5 @@
 """The pipeline's structure, derived from params.yaml and the registries: which stages exist and what each
-one is told on its command line.
+one is told on its command line (the specs themselves are built from it in `harness.pipeline.stage_specs`).
 
 A stage reads *values* from params.yaml (declared as DVC params, so `dvc exp run -S` works) and gets its
 *structure* on the command line from the generated dvc.yaml: which grid, task, dataset and backbone it is,
@@ -79,3 +79,4 @@ def dataset_code(params: Params, dataset: str) -> str:
     from harness.datasets.kinds import DATASET_KINDS
 
     return module_path(DATASET_KINDS.module_of(params.datasets[dataset]["kind"])).as_posix()
+

@@ -11,18 +11,16 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.core.config import COUNT_MAX, out_of_range
 from harness.core.registry import Registry
+from harness.core.validation import describe_validation
 from harness.datasets.manifest import Item, Manifest
 from harness.probes.measured_tolerances import CROSS_CPU
-
-if TYPE_CHECKING:
-    from harness.probes.arrays import ArrayForm
 
 
 @dataclass(frozen=True)
@@ -88,6 +86,14 @@ class PooledParams(ProbeParams):
     layers: Layers = None
 
 
+class ArraysEvaluator(Protocol):
+    """What `ProbeSpec.evaluate` asks of a probe's `arrays` form: run the spec on in-memory arrays. The forms are
+    `harness.probes.arrays.ArrayForm`s; that module is built on this one, so the spec names only this."""
+
+    def evaluate(self, spec: ProbeSpec, features: Mapping[str, np.ndarray], targets: Mapping[str, Any],
+                 **kwargs: Any) -> ProbeResult: ...
+
+
 @dataclass(frozen=True)
 class ProbeSpec:
     name: str
@@ -122,7 +128,7 @@ class ProbeSpec:
     statistics: Mapping[str, str] = field(default_factory=dict)
     # How `evaluate` turns in-memory arrays into what the probe reads (`harness.probes.arrays`), declared by the
     # probe's own module; None: the probe reads geometry or annotation files, so it runs on datasets only.
-    arrays: ArrayForm | None = None
+    arrays: ArraysEvaluator | None = None
     # The probe parameter that may name another metric as the headline (a protocol for class-imbalanced data
     # declares `headline: macro_f1`); None: the headline is always `headline`.
     headline_param: str | None = None
@@ -195,16 +201,8 @@ def validate_probe_params(task: str, block: Any) -> dict[str, Any]:
     try:
         validated = model.model_validate(block).model_dump(exclude_unset=True)
     except ValidationError as error:
-        problems = []
-        for e in error.errors():
-            where = ".".join(str(p) for p in e["loc"])
-            if e["type"] == "extra_forbidden":
-                problems.append(f"unknown key {where!r}")
-            elif e["type"] == "missing":
-                problems.append(f"missing key {where!r}")
-            else:
-                problems.append(f"{where}: {e['msg']}")
-        raise ValueError(f"probes.{task}: {'; '.join(problems)}; valid keys: {', '.join(model.model_fields)}") from None
+        problems = describe_validation(error)
+        raise ValueError(f"probes.{task}: {problems}; valid keys: {', '.join(model.model_fields)}") from None
     # the ceilings every parameter shares (epochs, seeds, counts, finite reals); the schema keeps its own floors
     problem = out_of_range(f"probes.{task}", validated, -COUNT_MAX)
     if problem:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness.probes import resampled
 from harness.probes.arrays import LABELLED_ARRAYS
 from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, column_means, register_probe
 from harness.probes.neighbours import nearest, neighbour_counts, standardised, vote
+from harness.probes.statistics.classification import LABEL
 
 NEIGHBOURS = "neighbours_"  # auxiliary column prefix: how many of an image's neighbours are of class <j>
 
@@ -46,21 +46,21 @@ def overlap_columns(reference: np.ndarray, reference_labels: np.ndarray, queries
     counts = neighbour_counts(labels, num_classes)
     own = counts[np.arange(len(query_labels)), query_labels]
     scores = {"overlap": (k - own) / k, "knn_top1": (vote(labels, num_classes) == query_labels).astype(np.float64)}
-    auxiliary = {resampled.LABEL: query_labels.astype(np.float64),
+    auxiliary = {LABEL: query_labels.astype(np.float64),
                  **{f"{NEIGHBOURS}{c}": counts[:, c].astype(np.float64) for c in range(num_classes)}}
     return scores, auxiliary
 
 
 def per_class(columns: dict[str, np.ndarray]) -> dict[int, float]:
     """Class index → the mean overlap of its evaluation images (classes with images only)."""
-    labels = columns[resampled.LABEL].astype(np.int64)
+    labels = columns[LABEL].astype(np.int64)
     return {int(c): float(columns["overlap"][labels == c].mean()) for c in np.unique(labels)}
 
 
 def pairwise(columns: dict[str, np.ndarray]) -> np.ndarray:
     """(K, K): row a, column b = the share of class a's images' neighbours that are of class b (rows sum to 1;
     a row of a class without evaluation images is NaN)."""
-    labels = columns[resampled.LABEL].astype(np.int64)
+    labels = columns[LABEL].astype(np.int64)
     counts = np.stack([columns[f"{NEIGHBOURS}{c}"] for c in range(_classes(columns))], axis=1)
     table = np.full((counts.shape[1],) * 2, np.nan)
     for c in np.unique(labels):

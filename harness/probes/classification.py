@@ -11,8 +11,8 @@ unless the grid's parameters say `headline: macro_f1` (for class-imbalanced data
 
 Per-sample scores (unit "image", id = the eval item's path): `top1` and `top5`, 1.0 where the item is
 correct. macro-F1 does not decompose over eval images: the file carries each image's `label` and `predicted`
-class index as auxiliary columns, from which `harness.probes.resampled.macro_f1` computes it (here and in the
-site's bootstrap). Train top-1 has neither.
+class index as auxiliary columns, from which `harness.probes.statistics.classification.macro_f1` computes it
+(here and in the site's bootstrap). Train top-1 has neither.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from harness.probes.base import (
     register_probe,
 )
 from harness.probes.linear_head import LinearHead, train_linear_head
+from harness.probes.statistics.classification import LABEL, PREDICTED, macro_f1_name
 
 
 def topk_correct(logits: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -108,10 +109,10 @@ def score_logits(logits: np.ndarray, labels: np.ndarray, sample_ids: list[str], 
     """top-1/top-5 per image, and macro-F1 over the dataset's classes from the images' labels and predictions
     (auxiliary columns)."""
     samples = {"top1": topk_correct(logits, labels, 1), "top5": topk_correct(logits, labels, 5)}
-    auxiliary = {resampled.LABEL: labels.astype(np.float64),
-                 resampled.PREDICTED: np.argmax(logits, axis=1).astype(np.float64)}
+    auxiliary = {LABEL: labels.astype(np.float64),
+                 PREDICTED: np.argmax(logits, axis=1).astype(np.float64)}
     metrics = column_means(samples)
-    statistics = {"macro_f1": resampled.macro_f1_name(num_classes)}
+    statistics = {"macro_f1": macro_f1_name(num_classes)}
     metrics["macro_f1"] = float(resampled.evaluate(statistics["macro_f1"], auxiliary)[0])
     return ProbeResult(metrics, sample_ids, samples, unit="image", auxiliary=auxiliary, statistics=statistics)
 

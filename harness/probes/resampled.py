@@ -5,8 +5,12 @@ A probe that reports such a metric writes the rows it is computed from (a classi
 prediction per image; a boundary run's BSDS counts per image and threshold) as auxiliary columns of its
 per-sample file and names the statistic here in its `ProbeSpec.statistics`. `probe_run.check_result`
 recomputes each statistic over all rows and refuses a run whose metric differs; the site resamples the same
-rows (`harness.leaderboard.analysis`), so an interval of macro-F1 or ODS comes from the very function that
-produced the number.
+rows (`harness.leaderboard.statistics.analysis`), so an interval of macro-F1 or ODS comes from the very function
+that produced the number.
+
+This module is the registry of statistic names (`STATISTICS`, `evaluate`) and the resampling helpers statistics
+share (`integer_weights`, `repeated_order`); the statistics themselves live in `harness.probes.statistics`, one
+module per probe family.
 
 A statistic takes the run's columns (name → (n,) float64, scores and auxiliary alike) and row weights
 `(B, n)`: how many times each row is drawn in each of B resamples (all ones: the run itself), and returns
@@ -16,48 +20,16 @@ NumPy only: the site imports this module, and no stage should pull in torch for 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from harness.core.registry import Registry
-from harness.probes.boundary.metrics import COUNT_FIELDS, average_precision, best_f_batch, f_measure, recall_precision
+from harness.probes.statistics.boundary import average_precision_bsds, ods_f, ois_f
+from harness.probes.statistics.classification import macro_f1
 
 # (columns, weights, argument) -> (B,) values; the argument is what follows ":" in the statistic's recorded name
 Statistic = Callable[[Mapping[str, np.ndarray], np.ndarray, str], np.ndarray]
-
-# Auxiliary columns of a classification run: class indices per eval image (exact in float64).
-LABEL, PREDICTED = "label", "predicted"
-
-
-def class_f1(labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray, num_classes: int) -> np.ndarray:
-    """Per resample and class: F1 = 2·TP / (support + predicted), 0 where both are 0; (B, K). Rows count `weights`
-    times."""
-    weights = np.asarray(weights, dtype=np.float64)
-    classes = np.arange(num_classes)
-    is_label = (labels[:, None] == classes[None, :]).astype(np.float64)  # (n, K)
-    is_predicted = (predictions[:, None] == classes[None, :]).astype(np.float64)
-    support, predicted = weights @ is_label, weights @ is_predicted
-    true_positive = weights @ (is_label * is_predicted)
-    denominator = support + predicted
-    f1 = np.divide(2 * true_positive, denominator, out=np.zeros_like(denominator), where=denominator > 0)
-    return f1
-
-
-def macro_f1(columns: Mapping[str, np.ndarray], weights: np.ndarray, classes: str) -> np.ndarray:
-    """Macro-F1 of a classification run (or a 2AFC run's two sides) from its `label` and `predicted` columns: the
-    unweighted mean of each class's F1 over all `classes`, 0 for a class neither present nor predicted (a
-    prediction outside them, a 2AFC tie, counts against its row's class): sklearn's f1_score(average="macro",
-    labels=range(K), zero_division=0) (tests/test_linear_head.py compares). A resample averages over the same K
-    classes."""
-    labels, predictions = columns[LABEL].astype(np.int64), columns[PREDICTED].astype(np.int64)
-    return class_f1(labels, predictions, weights, int(classes)).mean(axis=1)
-
-
-def macro_f1_name(num_classes: int) -> str:
-    """The statistic spelling a classification run records for its macro-F1 (`evaluate` reads it back)."""
-    return f"macro_f1:{num_classes}"
 
 
 def integer_weights(weights: np.ndarray, statistic: str) -> np.ndarray:
@@ -94,59 +66,11 @@ def repeated_order(owner: np.ndarray, score: np.ndarray, counts: np.ndarray) -> 
     return np.repeat(starts[copies], sizes) + offsets
 
 
-_COUNT_COLUMN = re.compile(r"^(cnt_r|sum_r|cnt_p|sum_p)_(\d+)$")
-
-
-def count_columns(counts: np.ndarray) -> dict[str, np.ndarray]:
-    """(n, K, 4) BSDS counts as auxiliary columns `cnt_r_000` … `sum_p_098` (threshold index K-padded)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    return {f"{field}_{k:03d}": counts[:, k, i] for k in range(counts.shape[1]) for i, field in enumerate(COUNT_FIELDS)}
-
-
-def counts_of(columns: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The (n, K, 4) counts back from `count_columns`' columns."""
-    found: dict[tuple[int, int], np.ndarray] = {}
-    for name, column in columns.items():
-        match = _COUNT_COLUMN.match(name)
-        if match:
-            found[int(match[2]), COUNT_FIELDS.index(match[1])] = column
-    thresholds = 1 + max((k for k, _ in found), default=-1)
-    if len(found) != 4 * thresholds or thresholds == 0:
-        raise ValueError("a boundary run's per-sample file needs cnt_r/sum_r/cnt_p/sum_p columns for every threshold")
-    return np.stack([np.stack([found[k, i] for i in range(4)], axis=-1) for k in range(thresholds)], axis=1)
-
-
-def _pooled(columns: Mapping[str, np.ndarray], weights: np.ndarray) -> np.ndarray:
-    counts = counts_of(columns)
-    n, k, _ = counts.shape
-    # integer counts: the weighted sums are exact in float64, in any order
-    return (np.asarray(weights, dtype=np.float64) @ counts.reshape(n, k * 4)).reshape(-1, k, 4)
-
-
-def ods_f(columns: Mapping[str, np.ndarray], weights: np.ndarray, _: str = "") -> np.ndarray:
-    """BSDS's ODS F: counts pooled over the (resampled) images, the best F along the P/R curve."""
-    recall, precision = recall_precision(_pooled(columns, weights))
-    return best_f_batch(recall, precision).f
-
-
-def ois_f(columns: Mapping[str, np.ndarray], weights: np.ndarray, _: str = "") -> np.ndarray:
-    """BSDS's OIS F: each image at its own best threshold (first maximum), those counts pooled, then F."""
-    counts = counts_of(columns)
-    image_f = f_measure(*recall_precision(counts))
-    best = counts[np.arange(len(counts)), np.argmax(image_f, axis=1)]  # (n, 4)
-    recall, precision = recall_precision(np.asarray(weights, dtype=np.float64) @ best)
-    return f_measure(recall, precision)
-
-
-def average_precision_bsds(columns: Mapping[str, np.ndarray], weights: np.ndarray, _: str = "") -> np.ndarray:
-    """BSDS's AP of the pooled P/R curve (`metrics.average_precision`), per resample."""
-    recall, precision = recall_precision(_pooled(columns, weights))
-    return np.array([average_precision(r, p) for r, p in zip(recall, precision, strict=True)])
-
-
 # name → statistic. A record's `samples.statistics` names these, with an argument where the statistic needs one
-# ("macro_f1:10": over 10 classes), so the site recomputes a run's metric with no probe module. A probe family's
-# own statistics register from a module of `harness.probes.statistics`, found on the first name missing here.
+# ("macro_f1:10": over 10 classes), so the site recomputes a run's metric with no probe module. Macro-F1 (which
+# classification and 2AFC share) and BSDS's are registered here, so whatever imports this module has them without
+# discovery, as before they moved to `harness.probes.statistics`; the other families' statistics register from
+# their own module there, found on the first name missing here.
 STATISTICS: Registry[np.ndarray] = Registry("resampled statistic", packages=("harness.probes.statistics",))
 for _name, _statistic in (("macro_f1", macro_f1), ("bsds_ods_f", ods_f), ("bsds_ois_f", ois_f),
                           ("bsds_ap", average_precision_bsds)):

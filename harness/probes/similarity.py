@@ -29,7 +29,7 @@ exactly equal (`model_ties` / `triplets`), where a monotone or saturated feature
 Per-sample scores (unit "triplet", id = the triplet id): `accuracy` (1, 0 or 0.5) and `tie_rate` (1 on a model
 tie); each metric is its column's mean. `f1` does not decompose over triplets: each triplet's `label` (0: the
 judgements picked left, 1: right) and `predicted` (0 left, 1 right, 2 tie) are auxiliary columns, from which
-`harness.probes.resampled.macro_f1` recomputes it over the two sides.
+`harness.probes.statistics.classification.macro_f1` recomputes it over the two sides.
 The protocol is named by the dataset (`protocol_for`), so NIGHTS and the synthetic ordering never share a board.
 """
 
@@ -44,6 +44,7 @@ from harness.datasets.two_afc import DISTORTION_ORDER, NIGHTS, STRUCTURE_OVER_PI
 from harness.probes import resampled
 from harness.probes.arrays import ARRAYS_DATASET, ArrayForm
 from harness.probes.base import PooledParams, ProbeInputs, ProbeResult, ProbeSpec, register_probe
+from harness.probes.statistics.classification import LABEL, PREDICTED, macro_f1_name
 
 PROTOCOLS = {NIGHTS: "nights-2afc/v1", DISTORTION_ORDER: "distortion-order-2afc/v1",
              STRUCTURE_OVER_PIXELS: "structure-2afc/v1"}
@@ -115,9 +116,9 @@ def run_similarity(inputs: ProbeInputs) -> ProbeResult:
     humans_pick_left = np.array([t["left_vote"] > t["right_vote"] for t in triplets])
     scores = two_afc_scores(similarity_left, similarity_right, humans_pick_left)
     tied = similarity_left == similarity_right
-    auxiliary = {resampled.LABEL: np.where(humans_pick_left, 0.0, 1.0),
-                 resampled.PREDICTED: np.where(tied, 2.0, np.where(similarity_left > similarity_right, 0.0, 1.0))}
-    statistics = {"f1": resampled.macro_f1_name(2)}  # over the two sides; a tie (2) is neither
+    auxiliary = {LABEL: np.where(humans_pick_left, 0.0, 1.0),
+                 PREDICTED: np.where(tied, 2.0, np.where(similarity_left > similarity_right, 0.0, 1.0))}
+    statistics = {"f1": macro_f1_name(2)}  # over the two sides; a tie (2) is neither
     metrics = {
         "accuracy": float(scores.mean()),
         "f1": float(resampled.evaluate(statistics["f1"], auxiliary)[0]),

@@ -210,6 +210,7 @@ def entry_keys(backbone: dict[str, Any], requests: list[dict[str, Any]], item: I
 
 
 def _preprocess_for(preprocess: dict[str, Any], fit: str) -> dict[str, Any]:
+    # the spec a cache key hashes: the crop fit adds nothing, so crop keys predate `fit` unchanged
     return preprocess if fit == "crop" else {**preprocess, "fit": fit}
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # types only: the leaderboard reads SUBSET_PARAMS without imp
 Unit = Literal["images_per_class", "images"]
 
 # protocol_params keys the subset adds; the rest are the probe's own parameters. Runs that differ only
-# in these lie on one learning curve (`harness.leaderboard.comparability.curve_key`).
+# in these lie on one learning curve (`harness.leaderboard.queries.comparability.curve_key`).
 SUBSET_PARAMS = ("k_shot", "subset_seed", "subset_size", "subset_sha256")
 UNIT_PARAM = "k_shot_unit"
 

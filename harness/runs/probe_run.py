@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,16 +24,14 @@ from harness.core.config import ConfigError, Params, canonical_backbone
 from harness.core.devices import requested_device, resolve_device, set_deterministic
 from harness.core.preprocessing import Preprocess
 from harness.datasets.manifest import Manifest
+from harness.heads.file import SavedHead, head_identity, serialize_head
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
 from harness.runs.environment import environment_fingerprint
+from harness.runs.failed_records import failed_record
 from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.runs.fewshot import UNIT_PARAM, Shot, fewshot_manifest
-from harness.runs.head_file import head_identity, serialize_head
 from harness.runs.records import BackboneInfo, DatasetInfo, Failure, Record
 from harness.runs.samples import samples_file
-
-if TYPE_CHECKING:
-    from harness.runs.saved_head import SavedHead
 
 
 class MissingFeatureError(RuntimeError):
@@ -151,7 +149,7 @@ def job_from_params(params: Params, grid: str, task: str, backbone: str) -> Prob
 
 class ProbeOutcome(tuple):
     """`(record, samples_text)`, as `run_probe` has always returned (samples_text None when the run failed), and
-    `.head_bytes`: the trained head's file (`harness.runs.head_file`), None when it failed or trained nothing."""
+    `.head_bytes`: the trained head's file (`harness.heads.file`), None when it failed or trained nothing."""
 
     head_bytes: bytes | None
 
@@ -167,9 +165,9 @@ class ProbeOutcome(tuple):
 
 def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot: Shot | None = None,
               saved_head: SavedHead | None = None) -> ProbeOutcome:
-    """One run: its record, samples file and trained head. With `saved_head` (`harness.heads.load`), that head is
-    checked against the features and scored instead of training one; the record's protocol_params.head names
-    the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""
+    """One run: its record, samples file and trained head. With `saved_head` (read by `harness.heads.file`), that
+    head is checked against the features and scored instead of training one; the record's protocol_params.head
+    names the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""
     started = time.monotonic()
     spec = get_probe(job.task)
     probe_params = dict(probe_params)
@@ -266,30 +264,34 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         check_result(spec, result, headline)
         samples_text, samples = samples_file(samples_path, result.sample_ids, result.samples, result.unit,
                                              result.auxiliary, result.statistics)
-        metrics, status, failure, warnings = result.metrics, "ok", None, list(result.warnings)
+        metrics, failure, warnings = result.metrics, None, list(result.warnings)
         for warning in warnings:  # said where the run is watched, and kept in the record
             print(f"warning: {job.task}@{job.backbone}: {warning}", file=sys.stderr)
     except Exception as error:
-        metrics, samples, status, warnings = {}, None, "failed", []
         failure = Failure(phase=phase, error_type=type(error).__name__, message=str(error)[:2000])
         traceback.print_exc()
+    fields = {  # which run it was, whether it succeeded or not
+        **base,
+        "precision": base["precision"] or params.settings.precision,
+        "protocol_params": protocol_params,
+        "backbone": backbone_info,
+        "dataset": dataset_info,
+        "pooling_resolved": pooling_resolved,
+        "image_size": image_size,
+        "duration_s": round(time.monotonic() - started, 3),
+    }
+    if failure is not None:
+        return ProbeOutcome(failed_record(failure, **fields), samples_text, None)
     record = Record(
-        **{**base, "precision": base["precision"] or params.settings.precision},
-        protocol_params=protocol_params,
-        backbone=backbone_info,
-        dataset=dataset_info,
-        pooling_resolved=pooling_resolved,
-        image_size=image_size,
+        **fields,
         metrics=metrics,
         higher_is_better=spec.higher_is_better(metrics),
         tolerances=spec.tolerances(metrics, base["protocol"]),
-        status=status,
-        failure=failure,
-        duration_s=round(time.monotonic() - started, 3),
+        status="ok",
         samples=samples,
         warnings=warnings,
     )
-    if status == "ok" and result.head is not None:
+    if result.head is not None:
         train_split = probe_params.get(spec.train_split_param) if spec.train_split_param else None
         head_bytes = serialize_head(result.head, head_identity(record, request, spec.fit, train_split))
     return ProbeOutcome(record, samples_text, head_bytes)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.core.atomic import write_text_atomic
+from harness.core.validation import describe_field_errors
 
 # 2: per-sample scores (`samples`); version-1 records read with samples=None.
 # 3: `k_shot`, the few-shot training subset size; version-1/2 records read with k_shot=None (full split).
@@ -156,10 +157,7 @@ def parse_record(text: str, source: str = "<record>") -> Record:
     try:
         return Record.model_validate_json(text)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
-        )
-        raise RecordError(f"{source}: invalid record: {problems}") from None
+        raise RecordError(f"{source}: invalid record: {describe_field_errors(error)}") from None
 
 
 def dump_record(record: Record) -> str:

@@ -7,7 +7,7 @@
     python -m harness.stages.site
 
 Structure (which grid, dataset, task, code module) comes on the command line from the generated dvc.yaml
-(`harness.pipeline.generate`); values come from params.yaml, declared as the stage's DVC params. A failed stage
+(`harness.pipeline.topology`); values come from params.yaml, declared as the stage's DVC params. A failed stage
 keeps what it had (an ok record is never replaced), writes its failed attempt under `failures/`, and
 exits 1, so DVC never locks a failure as up to date and the next run retries it.
 """

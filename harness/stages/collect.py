@@ -11,10 +11,13 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from harness.core import dvcfiles, paths
 from harness.core.config import Params, canonical_backbone, load_params
+from harness.runs import failed_records, failures
 from harness.runs.fewshot import stage_shots
 from harness.runs.records import Record, RecordError, read_records, write_records
 from harness.stages import common
@@ -26,11 +29,11 @@ def _retry(grid: str, task: str, backbone: str) -> str:
     return f"visbench-harness grid={grid} task={task} backbone={canonical_backbone(backbone)}"
 
 
-def _read(path: Path, fix: str) -> list[Record]:
-    """The records of `path`; a file cut short or edited by hand stops the stage in one line naming it and `fix`
-    (not a traceback, and not a corpus without it)."""
+def _read(path: Path, fix: str, read: Callable[[], list[Record]]) -> list[Record]:
+    """The records `read` finds in `path`; a file cut short or edited by hand stops the stage in one line naming
+    it and `fix` (not a traceback, and not a corpus without it)."""
     try:
-        records = read_records(path)
+        records = read()
     except (RecordError, UnicodeDecodeError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise common.StageFailed(f"{path} cannot be read ({first[:300]}): {fix}; the corpus is left as it "
@@ -52,7 +55,7 @@ def run(params: Params) -> list[Record]:
                     path = paths.record_path(grid_name, task, backbone, shot)
                     if path.is_file():
                         fix = f"`{retry}` runs its stage again and rewrites it"
-                        records += [r for r in _read(path, fix) if r.status == "ok"]
+                        records += [r for r in _read(path, fix, partial(read_records, path)) if r.status == "ok"]
                         continue
                     # a run that never ran has no record; one whose stage dvc.lock names it had one, and a
                     # corpus without it would drop its row from the site without a word
@@ -65,9 +68,9 @@ def run(params: Params) -> list[Record]:
                             f"{path} is missing, though dvc.lock says stage {stage} wrote it (deleted or moved?): "
                             f"`{retry}` (or any `visbench-harness` run) runs its stage again and restores it; the "
                             "corpus is left as it was")
-                attempt = paths.failure_path(stage)
-                if attempt.is_file():
-                    failed += _read(attempt, f"delete it (a failed attempt only) and run `{retry}` to try again")
+                if failures.exists(stage):
+                    failed += _read(failures.location(stage), f"delete it (a failed attempt only) and run `{retry}` "
+                                    "to try again", partial(failed_records.failed_records, stage))
     records.sort(key=lambda r: r.run_id)
     failed.sort(key=lambda r: r.run_id)
     write_records(paths.CORPUS, records)

@@ -17,8 +17,8 @@ from harness.core import paths
 from harness.core.config import Params, canonical_backbone, load_params, probe_block
 from harness.core.contents import write_contents
 from harness.core.registry import load_code
+from harness.runs import failures
 from harness.stages import common
-from harness.stages.failures import clear_failure, record_stage_failure
 
 log = logging.getLogger("visbench")
 
@@ -91,11 +91,11 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         if early is not None:
             early.stop()
         log.error("%s × %s failed in %s: %s", name, dataset, phase, error)
-        record_stage_failure(stage, phase, error)
+        failures.record_stage_failure(stage, phase, error)
         raise common.StageFailed(f"{stage}: {phase}: {type(error).__name__}: {error}") from error
     write_extraction(out_dir, description)
     write_contents(out_dir)  # last: what the probe stages depend on (core.contents)
-    clear_failure(stage)
+    failures.clear(stage)
     return description
 
 

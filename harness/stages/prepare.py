@@ -16,8 +16,8 @@ from harness.core.contents import write_contents
 from harness.core.registry import load_code
 from harness.datasets.kinds import prepare_dataset
 from harness.datasets.manifest import Manifest
+from harness.runs import failures
 from harness.stages import common
-from harness.stages.failures import clear_failure, record_stage_failure
 
 log = logging.getLogger("visbench")
 
@@ -46,9 +46,9 @@ def run(dataset: str, params: Params, code: str | None = None, tasks: list[str] 
                                    tuple(required_splits(params, list(tasks))))
         write_contents(paths.dataset_dir(dataset))  # what extract and probe stages depend on (core.contents)
     except Exception as error:
-        record_stage_failure(stage, "prepare", error)
+        failures.record_stage_failure(stage, "prepare", error)
         raise common.StageFailed(f"{stage}: {type(error).__name__}: {error}") from error
-    clear_failure(stage)
+    failures.clear(stage)
     log.info("prepared %s: %d items, identity %s", dataset, len(manifest.items), manifest.identity)
     return manifest
 

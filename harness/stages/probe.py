@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core import paths
-from harness.core.atomic import write_all_atomic, write_text_atomic
+from harness.core.atomic import write_all_atomic
 from harness.core.config import ConfigError, Params, load_params, probe_block
-from harness.core.paths import failure_path
 from harness.core.registry import load_code
+from harness.runs import failed_records, failures
 from harness.runs.environment import require_committed_code
 from harness.runs.fewshot import stage_shots
 from harness.runs.intervals import metric_interval
@@ -30,7 +30,6 @@ from harness.runs.records import Failure, Record, dump_record, parse_record
 from harness.runs.reproduction import reproduces, same_head
 from harness.runs.samples import parse_samples
 from harness.stages import common
-from harness.stages.failures import clear_failure
 
 if TYPE_CHECKING:
     from harness.runs.fewshot import Shot
@@ -61,8 +60,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
     records = [record for _, record, _, _ in results]
     failed = [r for r in records if r.status == "failed"]
     if failed:
-        text = "".join(dump_record(r) + "\n" for r in failed)
-        write_text_atomic(failure_path(job.stage), text)
+        failed_records.record_failed_runs(job.stage, failed)
         first = failed[0].failure
         message = first.message.splitlines()[0] if first.message else ""
         raise common.StageFailed(f"{job.stage}: {len(failed)} of {len(records)} run(s) failed; first: "
@@ -82,7 +80,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         headline_samples = samples_text
         if samples_text is not None:
             writes.append((samples_path, samples_text))
-        if head_bytes is not None:  # the trained head beside its record (harness.heads.load loads it)
+        if head_bytes is not None:  # the trained head beside its record (harness.load_probe loads it)
             writes.append((head_path, head_bytes))
         writes.append((record_path, dump_record(record) + "\n"))
     metrics = headline_metrics(records[0], headline_samples) if shots == [None] else fewshot_metrics(records)
@@ -95,7 +93,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
         raise common.StageFailed(_write_failed(job, records, error)) from None
     if shots != [None]:
         _remove_stale_runs(job, shots)
-    clear_failure(job.stage)
+    failures.clear(job.stage)
     return records
 
 
@@ -105,13 +103,11 @@ def _write_failed(job: ProbeJob, records: list[Record], error: OSError) -> str:
     where = error.filename or "the stage's outputs"
     line = f"{where}: {error.strerror or error}: {_WRITE_FIXES.get(error.errno or 0, 'fix it and re-run')}"
     failure = Failure(phase="write", error_type=type(error).__name__, message=line)
-    failed = [Record.model_validate({**r.model_dump(), "status": "failed", "failure": failure, "metrics": {},
-                                     "higher_is_better": {}, "tolerances": {}, "samples": None, "warnings": []})
-              for r in records]
     try:
-        write_text_atomic(failure_path(job.stage), "".join(dump_record(r) + "\n" for r in failed))
+        failed_records.record_failed_runs(job.stage, [failed_records.as_failed(r, failure) for r in records])
     except OSError as second:  # the same full disk, most likely: the line still says what to do
-        return f"{line} (nor could the failed attempt be recorded in {failure_path(job.stage)}: {second.strerror})"
+        attempt = failures.location(job.stage)
+        return f"{line} (nor could the failed attempt be recorded in {attempt}: {second.strerror})"
     return line
 
 

@@ -1,6 +1,6 @@
 """A boundary board's precision–recall curves, drawn with `svg`, as BSDS papers draw them.
 
-Each row whose run recorded its images' BSDS counts (`harness.probes.resampled.count_columns`) gets one curve:
+Each row whose run recorded its images' BSDS counts (`harness.probes.statistics.boundary.count_columns`) gets one curve:
 the counts pooled over the evaluation images, recall and precision at every threshold, joined in threshold
 order, with a dot at the run's ODS point (the best F along the curve, `boundary.metrics.best_f_batch`: the
 value the board ranks). Dotted iso-F contours (F = 0.1 … 0.9) are the background, as in the benchmark's own
@@ -20,7 +20,7 @@ from harness.leaderboard.figures.svg import Svg, text_width
 from harness.leaderboard.markdown import GENERATED_HEADER
 from harness.leaderboard.statistics.analysis import Analysis
 from harness.probes.boundary.metrics import best_f_batch, recall_precision
-from harness.probes.resampled import counts_of
+from harness.probes.statistics.boundary import counts_of
 
 SIDE = 320.0  # the square plot, px
 ISO_F = [round(0.1 * i, 1) for i in range(1, 10)]

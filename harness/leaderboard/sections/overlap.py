@@ -18,7 +18,7 @@ from harness.leaderboard.statistics.analysis import Analysis, RunSamples
 from harness.leaderboard.statistics.bootstrap import average_ranks, kendall_tau_b
 from harness.leaderboard.statistics.chance import sample_class
 from harness.probes.class_overlap import NEIGHBOURS, pairwise, per_class
-from harness.probes.resampled import LABEL
+from harness.probes.statistics.classification import LABEL
 
 OVERLAP_FAMILY = "knn-class-overlap"
 LINEAR_FAMILY = "linear-probe-adamw"

@@ -22,9 +22,9 @@ steps 2 and 3 run as on a CPU-only run.
 Per-sample unit "image" (id = the eval item's path) with columns `image_f_at_ods` (the image's F at the
 dataset's ODS point) and `image_best_f` (its own best F along the curve). ODS, OIS, AP and R50 pool counts
 over images and have no score column; the image's counts at every threshold are auxiliary columns
-(`cnt_r_000` … `sum_p_098`), from which `harness.probes.resampled` recomputes ODS, OIS and AP (checked against
-the metrics when the run ends, resampled by the site's bootstrap over images; the site also draws the pooled
-P/R curve from them). Scoring runs in this process, one image at a time (see docs/protocols.md for its cost).
+(`cnt_r_000` … `sum_p_098`), from which `harness.probes.statistics.boundary` recomputes ODS, OIS and AP (checked
+against the metrics when the run ends, resampled by the site's bootstrap over images; the site also draws the
+pooled P/R curve from them). Scoring runs in this process, one image at a time (see docs/protocols.md for its cost).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from harness.probes.dense.params import HeadTrainingParams, Split
 from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.targets import encode_edge_magnitude, load_target
 from harness.probes.dense.train import predict_logits, train_dense_head
-from harness.probes.resampled import count_columns
+from harness.probes.statistics.boundary import count_columns
 
 
 class BoundaryParams(HeadTrainingParams):

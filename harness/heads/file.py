@@ -1,8 +1,17 @@
-"""A saved probe head read back: its tensors, config and identity, checked against the features it is asked
-to read (`harness.heads.load.load_probe` is the public entry point; the API's runs score it through here).
+"""The head file: a trained head's identity, its deterministic safetensors bytes, and reading one back, checked
+against the features it is asked to read.
 
-The file format is `harness.runs.head_file`'s. A mismatch between the head's identity and the features asked
-for is refused, naming each field; `strict=False` warns instead and marks every result not comparable.
+A head file is safetensors (tensors and a string metadata block; loading it runs no code, unlike a pickle): the
+head's tensors (weights, and the feature statistics it standardises with) and, under `visbench.head`, its config
+(what rebuilds it) and identity: the backbone's identity (weights, preprocessing, precision), pooling (asked and
+resolved), feature mode, layers (resolved), fit, task, protocol and params, and the dataset and split it was
+trained on. Every probe stage writes one beside its record (`harness.runs.probe_run`), so this module stays light:
+no torch, no API.
+
+A mismatch between the head's identity and the features asked for is refused, naming each field: a head fitted on
+CLS tokens and scored on mean-pooled tokens of the same backbone gives a plausible, wrong number (docs/api.md shows
+one). `strict=False` warns instead and marks every result not comparable (`protocol_params.head.comparable:
+false`, which also keeps it off the boards of comparable runs). Users load heads through `harness.load_probe`.
 """
 
 from __future__ import annotations
@@ -11,13 +20,65 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.core.hashing import sha256_file
-from harness.runs.head_file import FEATURE_FIELDS, HEAD_FORMAT, METADATA_KEY
+import numpy as np
+
+from harness.core.hashing import canonical_json, sha256_file
 
 if TYPE_CHECKING:
     from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult
+
+HEAD_FORMAT = "visbench-head/v1"
+# ONE metadata key, {"identity": ..., "config": ...} as canonical JSON: safetensors writes its metadata map in no
+# fixed order, so two keys would make the same head two different files (and hashes).
+METADATA_KEY = "visbench.head"
+# Identity fields that decide which features a head reads: each must match, or the head is refused.
+FEATURE_FIELDS = ("backbone_identity", "feature_mode", "pooling_resolved", "layers_resolved", "fit")
+
+
+class TrainedRun(Protocol):
+    """What a head's identity copies from the record of the run that trained it (a `harness.runs.records.Record`).
+    Described by its fields, not imported: the runs layer, which writes records, sits above this package."""
+
+    run_id: str
+    task: str
+    protocol: str
+    protocol_params: dict[str, Any]
+    backbone_name: str
+    backbone: Any  # its .identity and .control
+    dataset: Any  # its .name and .identity
+    pooling_requested: str
+    feature_mode: str
+    layers: list[int] | None
+    precision: str
+    image_size: int | None
+    seed: int
+    k_shot: int | None
+    metrics: dict[str, float]
+
+
+def head_identity(record: TrainedRun, request: dict[str, Any], fit: str, train_split: str | None) -> dict[str, Any]:
+    """What a head trained in `record`'s run was fitted on (request: the extraction's resolved feature request)."""
+    return {
+        "format": HEAD_FORMAT, "run_id": record.run_id, "task": record.task, "protocol": record.protocol,
+        "protocol_params": record.protocol_params, "backbone_name": record.backbone_name,
+        "backbone_identity": record.backbone.identity, "control": record.backbone.control,
+        "pooling_requested": record.pooling_requested, "pooling_resolved": request.get("pooling_resolved"),
+        "feature_mode": record.feature_mode, "layers": record.layers,
+        "layers_resolved": list(request["layers_resolved"]), "fit": fit, "precision": record.precision,
+        "image_size": record.image_size, "seed": record.seed, "k_shot": record.k_shot,
+        "trained_on": {"dataset": record.dataset.name, "identity": record.dataset.identity, "split": train_split},
+        "metrics": record.metrics,
+    }
+
+
+def serialize_head(head: ProbeHead, identity: dict[str, Any]) -> bytes:
+    """Deterministic bytes (sorted tensors, canonical JSON): the same head gives the same file, and its hash."""
+    from safetensors.numpy import save
+
+    tensors = {name: np.ascontiguousarray(array) for name, array in sorted(head.tensors.items())}
+    return save(tensors, metadata={METADATA_KEY: canonical_json({"identity": identity, "config": head.config})})
 
 
 class HeadMismatchError(ValueError):
@@ -77,6 +138,7 @@ class SavedHead:
         if spec.score_head is None:
             raise ValueError(f"task {self.task} cannot score a saved head")
         return spec.score_head(inputs, self.head)
+
 
 def read_head(path: Path, strict: bool = True) -> SavedHead:
     """The head file's tensors, config and identity; a file that is not a visbench head is refused."""
