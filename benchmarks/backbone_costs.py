@@ -31,8 +31,9 @@ import torch
 from runner import Bench, add_results_argument, matmul
 
 from harness.backbones import Backbone, BackboneError, create_backbone, list_backbones
-from harness.backbones.registry import CONTROL_SUFFIX, backbone_entry, parse_backbone_name
+from harness.backbones.registry import backbone_entry, parse_backbone_name
 from harness.core.devices import describe_device
+from harness.core.run_key import CONTROL_SUFFIX
 
 
 def architectures() -> dict[str, str]:

@@ -191,11 +191,11 @@ def flops_per_image(backbones: list[str]) -> dict[str, float]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from harness.backbones import create_backbone
-    from harness.core.config import canonical_backbone
+    from harness.core.run_key import BackboneRef
 
     flops = {}
     for name in backbones:
-        backbone = create_backbone(canonical_backbone(name))
+        backbone = create_backbone(BackboneRef.parse(name).name)
         with FlopCounterMode(display=False) as counter:
             backbone.extract_features(torch.zeros(1, 3, backbone.preprocess.crop, backbone.preprocess.crop))
         flops[name] = float(counter.get_total_flops())

@@ -44,10 +44,9 @@ from harness.core.config import (
     Grid,
     Params,
     Settings,
-    canonical_backbone,
     load_params,
-    stage_spelling,
 )
+from harness.core.run_key import BackboneRef, RunKey
 from harness.heads.file import SavedHead, head_probe_block, read_head
 from harness.runs.records import Record
 
@@ -108,7 +107,8 @@ def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Pa
         name, spec, block = _paired(name, spec, train_name, train_spec, task, block)
     feature_grid = _grid_name(name)
     grid = _grid_name(name, head_file, None if block == _default_block(task, project) else block)
-    spelling = stage_spelling(canonical_backbone(backbone))
+    key = RunKey(grid, task, BackboneRef.parse(backbone))
+    spelling = key.backbone.spelled
     grids = {feature_grid: Grid(backbones=[spelling], tasks={task: name})}
     if grid != feature_grid:  # a variant's run reads the dataset's one feature folder, as features_from does
         grids[grid] = Grid(backbones=[spelling], tasks={task: name}, features_from={name: feature_grid})
@@ -137,10 +137,9 @@ def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Pa
             else:
                 records = [evaluate_head(Path(head_file), grid, task, spelling, params, strict=strict)]
         except StageFailed as error:
-            raise RunFailed(str(error), _failed_record(grid, task, spelling)) from None
+            raise RunFailed(str(error), _failed_record(key)) from None
         record = records[0]
-        record_path = paths.record_path(grid, task, spelling)
-        head_path = paths.head_path(grid, task, spelling)
+        record_path, head_path = key.record_path, key.head_path
     return _result(record, record_path, head_path if head_file is None and head_path.is_file() else None)
 
 
@@ -250,12 +249,12 @@ def _check(params: Params) -> None:
     check_params(params)
 
 
-def _failed_record(grid: str, task: str, backbone: str) -> Record | None:
+def _failed_record(key: RunKey) -> Record | None:
     """The run's failed record, for RunFailed; None when its stage left none that reads."""
     from harness.runs.failed_records import failed_records
 
     try:
-        records = failed_records(paths.stage_name(grid, task, backbone))
+        records = failed_records(key.stage)
     except (OSError, ValueError):  # cut short or edited by hand: RunFailed's message still says what failed
         return None
     return records[0] if records else None
@@ -284,8 +283,8 @@ def evaluate_head(path: Path, grid: str, task: str, backbone: str, params: Any, 
     if record.status != "ok":
         record_failed_runs(job.stage, [record])
         raise StageFailed(f"{job.stage}: {record.failure.phase}: {record.failure.error_type}: {record.failure.message}")
-    write_text_atomic(paths.samples_path(grid, task, backbone), samples_text)
-    write_text_atomic(paths.record_path(grid, task, backbone), dump_record(record) + "\n")
+    write_text_atomic(job.key.samples_path, samples_text)
+    write_text_atomic(job.key.record_path, dump_record(record) + "\n")
     return record
 
 

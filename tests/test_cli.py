@@ -10,7 +10,8 @@ import yaml
 from PIL import Image
 
 from harness.cli import main as cli
-from harness.core.config import ConfigError, canonical_backbone, load_params, parse_overrides, stage_spelling
+from harness.core.config import ConfigError, load_params, parse_overrides
+from harness.core.run_key import BackboneRef
 from harness.pipeline.plan import select_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,10 +173,10 @@ def test_unknown_nested_params_key_is_named(tmp_path):
 
 
 def test_backbone_spellings():
-    assert stage_spelling("resnet18@random") == "resnet18.random"
-    assert canonical_backbone("resnet18.random") == "resnet18@random"
-    assert canonical_backbone("resnet18") == stage_spelling("resnet18") == "resnet18"
-    assert canonical_backbone(stage_spelling("dinov2_vits14@random")) == "dinov2_vits14@random"
+    assert BackboneRef.parse("resnet18@random").spelled == "resnet18.random"
+    assert BackboneRef.parse("resnet18.random").name == "resnet18@random"
+    assert BackboneRef.parse("resnet18").name == BackboneRef.parse("resnet18").spelled == "resnet18"
+    assert BackboneRef.parse(BackboneRef.parse("dinov2_vits14@random").spelled).name == "dinov2_vits14@random"
 
 
 # -- select_runs --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def test_a_committed_record_from_uncommitted_code_is_only_one_a_plain_run_rewrit
     """No current record came from uncommitted code: a record that says git_dirty may stand only in a stage owed a
     re-run after a committed code change (harness.pipeline.owed: a re-run split across sessions by grid), which the
     next plain run reruns and, the reproduced rule never keeping a dirty record, rewrites."""
-    from harness.core import paths
+    from harness.core.run_key import RunKey
     from harness.pipeline.owed import owed_stages
 
     owed = owed_stages(ROOT)
@@ -32,7 +32,7 @@ def test_a_committed_record_from_uncommitted_code_is_only_one_a_plain_run_rewrit
             record = json.loads(path.read_text())
             if isinstance(record, dict) and "run_id" in record:
                 records.append(record)
-    dirty = {r["run_id"]: paths.stage_of_run(r["run_id"], r.get("k_shot"), r["seed"]) for r in records
+    dirty = {r["run_id"]: RunKey.from_run_id(r["run_id"], r.get("k_shot"), r["seed"]).stage for r in records
              if (r.get("environment") or {}).get("git_dirty")}
     current = sorted(run_id for run_id, stage in dirty.items() if stage not in owed)
     assert not current, f"{len(current)} records say git_dirty in stages up to date (re-run them): {current[:5]}"

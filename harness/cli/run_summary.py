@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from harness.core import paths
 from harness.core.config import Params
 from harness.pipeline.plan import Run
 from harness.runs.fewshot import stage_shots
@@ -33,7 +32,7 @@ def summary_rows(runs: list[Run], params: Params) -> list[tuple[str, str, str]]:
     for run in runs:
         by_k: dict[int | None, list[Record]] = defaultdict(list)
         for shot in stage_shots(params, run.grid):
-            record = _ok_record(paths.record_path(run.grid, run.task, run.backbone, shot))
+            record = _ok_record(run.key.at(shot).record_path)
             if record is not None and record.headline is not None:
                 by_k[None if shot is None else shot.k].append(record)
         for k, records in by_k.items():

@@ -63,17 +63,17 @@ def _tasks(value: str | None) -> list[str]:
 
 def _backbones(value: str | None) -> list[str]:
     from harness.backbones import BackboneError, parse_backbone_name
-    from harness.core.config import canonical_backbone
+    from harness.core.run_key import BackboneRef
 
     if value is None:  # as a plain run: the default grid's backbones
         from harness.pipeline.plan import DEFAULT_GRID
 
         if not PARAMS_FILE.is_file() or DEFAULT_GRID not in load_params().grids:
             raise ConfigError("data= needs backbone=NAME (no default grid to take backbones from)")
-        return [canonical_backbone(b) for b in load_params().grids[DEFAULT_GRID].backbones]
+        return [BackboneRef.parse(b).name for b in load_params().grids[DEFAULT_GRID].backbones]
     from harness.backbones.by_name import is_by_name, registered_name
 
-    backbones = [canonical_backbone(b) for b in name_list("backbone", value)]
+    backbones = [BackboneRef.parse(b).name for b in name_list("backbone", value)]
     try:  # a backbone named by spec (timm:…, open_clip:…, torchvision:…) or a standard row: pinned on first use
         backbones = [registered_name(b) if is_by_name(b) else b for b in backbones]
     except BackboneError as error:

@@ -121,7 +121,7 @@ def verify_runs(runs: list[Run], params: Params, scratch: Path | None = None,
     from harness.stages import calls as stages
 
     corpus = {r.run_id: r for r in read_records(paths.CORPUS)}
-    missing = [run_id for run in runs for run_id in stage_run_ids(params, run.grid, run.task, run.backbone)
+    missing = [run_id for run in runs for run_id in stage_run_ids(params, run.key)
                if run_id not in corpus]
     if missing:
         raise KeyError(f"no committed record for {', '.join(missing)}; run the grid and commit the corpus first")

@@ -247,11 +247,3 @@ def _probe_value(key: str, value: str) -> Any:
     except yaml.YAMLError:
         raise ConfigError(f"{key}={value}: not a valid value (YAML: 0.01, 30, true, [1, 10], text)") from None
 
-
-def stage_spelling(backbone: str) -> str:
-    """DVC reserves '@' in stage names, so controls are spelled `resnet18.random` in params and stages."""
-    return backbone.replace("@random", ".random")
-
-
-def canonical_backbone(name: str) -> str:
-    return name[: -len(".random")] + "@random" if name.endswith(".random") else name

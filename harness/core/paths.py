@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
 
 DATA = Path("data")
 CORPUS = Path("leaderboard/corpus.jsonl")
@@ -19,17 +18,6 @@ FAILED_CORPUS = Path("leaderboard/failures.jsonl")  # failed attempts, shown apa
 FAILURES = Path("failures")  # each failed stage's latest attempt (git-tracked, never a DVC out)
 DOCS = Path("docs")
 _outputs = {"data": DATA, "features": Path("features"), "results": Path("results"), "failures": FAILURES}
-
-
-class FewShotPoint(Protocol):
-    """What a path needs of one few-shot point (`harness.runs.fewshot.Shot`, which is one): k and the subset seed.
-    Declared here so that core names no type of the runs layer above it."""
-
-    @property
-    def k(self) -> int: ...
-
-    @property
-    def seed(self) -> int: ...
 
 
 @contextmanager
@@ -66,11 +54,13 @@ def features_dir(grid: str, backbone: str, dataset: str) -> Path:
     return _outputs["features"] / grid / backbone / dataset
 
 
-def record_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
-    """A stage's record; a few-shot stage writes one per (k, seed) `shot` into its folder."""
+def record_path(grid: str, task: str, backbone: str, shot: tuple[int, int] | None = None) -> Path:
+    """A stage's record; a few-shot stage writes one per (k, seed) `shot` (a `harness.core.run_key.Shot`) into
+    its folder. `harness.core.run_key.RunKey` names these files for a run."""
     if shot is None:
         return _outputs["results"] / grid / task / f"{backbone}.json"
-    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.json"
+    k, seed = shot
+    return fewshot_dir(grid, task, backbone) / f"k{k}-s{seed}.json"
 
 
 def metrics_path(grid: str, task: str, backbone: str) -> Path:
@@ -78,14 +68,15 @@ def metrics_path(grid: str, task: str, backbone: str) -> Path:
     return _outputs["results"] / grid / task / f"{backbone}.metrics.json"
 
 
-def samples_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
+def samples_path(grid: str, task: str, backbone: str, shot: tuple[int, int] | None = None) -> Path:
     if shot is None:
         return _outputs["results"] / grid / task / f"{backbone}.samples.csv"
-    return fewshot_dir(grid, task, backbone) / f"k{shot.k}-s{shot.seed}.samples.csv"
+    k, seed = shot
+    return fewshot_dir(grid, task, backbone) / f"k{k}-s{seed}.samples.csv"
 
 
-def head_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> Path:
-    """A trained probe's head beside its record (`harness.heads.load`): safetensors, weights and identity."""
+def head_path(grid: str, task: str, backbone: str, shot: tuple[int, int] | None = None) -> Path:
+    """A trained probe's head beside its record (`harness.heads.file`): safetensors, weights and identity."""
     record = record_path(grid, task, backbone, shot)
     return record.with_name(record.name.removesuffix(".json") + ".head.safetensors")
 
@@ -93,29 +84,6 @@ def head_path(grid: str, task: str, backbone: str, shot: FewShotPoint | None = N
 def fewshot_dir(grid: str, task: str, backbone: str) -> Path:
     """A few-shot stage's DVC out: every (k, seed) record and samples file of one task × backbone."""
     return _outputs["results"] / grid / task / backbone
-
-
-def stage_name(grid: str, task: str, backbone: str) -> str:
-    return f"{grid}-{task}@{backbone}"
-
-
-def run_id(grid: str, task: str, backbone: str, shot: FewShotPoint | None = None) -> str:
-    """The stage name, or for one (k, seed) of a few-shot stage "<stage>.k<k>.s<seed>": unique, URL-safe
-    (the site's page for it is the run id with "@" spelled "-at-"), and the stage is its prefix."""
-    stage = stage_name(grid, task, backbone)
-    return stage if shot is None else f"{stage}.k{shot.k}.s{shot.seed}"
-
-
-def stage_of_run(run_id: str, k_shot: int | None, seed: int) -> str:
-    """The DVC stage that wrote a record: its run id, less the few-shot suffix `run_id` adds."""
-    return run_id if k_shot is None else run_id.removesuffix(f".k{k_shot}.s{seed}")
-
-
-def stage_parts(stage: str) -> tuple[str, str, str]:
-    """(grid, task, backbone) of a probe stage "<grid>-<task>@<backbone>" (grid names have no "-")."""
-    grid, rest = stage.split("-", 1)
-    task, backbone = rest.split("@", 1)
-    return grid, task, backbone
 
 
 def extract_stage_name(grid: str, backbone: str, dataset: str) -> str:

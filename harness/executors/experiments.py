@@ -159,7 +159,6 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
     """Every metric of each selected run: the committed record (HEAD) beside the experiment's; then, for each
     headline metric with per-sample scores in both, the paired difference (experiment − committed) with its
     95% bootstrap interval, and "tied" where that interval holds 0 (the boards' own test)."""
-    from harness.core import paths
     from harness.runs.records import parse_record
 
     ref = experiment_ref(name)
@@ -168,7 +167,7 @@ def compare_with_committed(name: str, runs: list[Run]) -> str:
     lines = [f"{'run':<44} {'metric':<20} {'committed':>10} {name:>20}"]
     paired = []
     for run in runs:
-        path = paths.record_path(run.grid, run.task, run.backbone).as_posix()
+        path = run.key.record_path.as_posix()
         texts = [_git_show("HEAD", path), _git_show(ref, path)]
         committed, experiment = (parse_record(t.strip(), path) if t else None for t in texts)
         if experiment is None and committed is None:  # a few-shot grid's runs: a folder of records per backbone

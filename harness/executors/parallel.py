@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from harness.core.devices import DEVICE_ENV, device_kind
+from harness.core.devices import DEVICE_ENV, EXPLICIT_DEVICE_ENV, device_kind, hand_on_device
 
 if TYPE_CHECKING:
     from harness.pipeline.plan import Run
@@ -48,7 +48,9 @@ def deal(backbones: dict[str, list[str]], devices: list[str]) -> list[tuple[str,
 def _run_stages(device: str, stages: list[str], commands: dict[str, str], threads: int | None) -> list[str]:
     """Run `stages` one after another on `device` (`threads`: the CPU's share of a CPU device); the stages that
     succeeded."""
-    env = {**os.environ, DEVICE_ENV: device, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    # each process's device is an explicit choice (`devices=`): it beats settings.device (harness.core.devices)
+    env = {**os.environ, DEVICE_ENV: device, EXPLICIT_DEVICE_ENV: "1",
+           **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     succeeded = []
     for stage in stages:
         started = time.monotonic()
@@ -95,5 +97,5 @@ def run_in_parallel(runs: list[Run], targets: list[str], devices: list[str]) -> 
             done = [stage for stages in pool.map(run_slot, dealt) for stage in stages]
         if done and run_dvc(["commit", "--force", *addresses(done)]):
             log.error("dvc commit of the extracted stages failed; dvc repro extracts them again")
-    os.environ[DEVICE_ENV] = devices[0]
+    hand_on_device(devices[0])
     return repro_with_progress([*targets, "collect", "site"]), True

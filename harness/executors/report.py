@@ -19,7 +19,7 @@ import yaml
 
 from harness.core import dvcfiles, paths
 from harness.core.atomic import write_text_atomic
-from harness.core.config import ConfigError, Params, canonical_backbone, load_params, probe_block
+from harness.core.config import ConfigError, Params, load_params, probe_block
 from harness.pipeline.plan import Run
 from harness.pipeline.stage_model import read_stages
 from harness.runs import failed_records, failures
@@ -100,7 +100,7 @@ def damaged_runs(params: Params, selected: list[Run], outs: dict[str, list[list]
 
 
 def retry_command(run: Run) -> str:
-    return f"visbench-harness grid={run.grid} task={run.task} backbone={canonical_backbone(run.backbone)}"
+    return f"visbench-harness grid={run.grid} task={run.task} backbone={run.key.backbone.name}"
 
 
 def _upstream_failure(run: Run) -> StageFailure | None:
@@ -139,8 +139,8 @@ def record_upstream_failure(run: Run, upstream: StageFailure, params: Params | N
     failure = Failure(phase=upstream.phase, error_type=upstream.error_type,
                       message=f"{upstream.stage} failed: {upstream.message}"[:2000])
     records = [failed_record(
-        failure, run_id=paths.run_id(run.grid, run.task, run.backbone, shot), backbone=None,
-        backbone_name=canonical_backbone(run.backbone), task=run.task, level=spec.level, protocol=spec.protocol,
+        failure, run_id=run.key.at(shot).run_id, backbone=None,
+        backbone_name=run.key.backbone.name, task=run.task, level=spec.level, protocol=spec.protocol,
         protocol_params=block, dataset=None, pooling_requested=pooling, pooling_resolved=None,
         feature_mode=spec.feature_mode, layers=layers, precision=params.settings.precision, image_size=None,
         seed=params.settings.seed if shot is None else shot.seed, headline_metric=spec.resolve_headline(block),

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core.config import ConfigError, Params, canonical_backbone, probe_block
+from harness.core.config import ConfigError, Params, probe_block
 from harness.core.registry import PluginError, load_plugins, unknown_name_message
+from harness.core.run_key import BackboneRef
 
 
 def check_params(params: Params) -> None:
@@ -76,7 +77,7 @@ def check_params(params: Params) -> None:
                 raise ConfigError(f"{where}.features_from.{dataset}: no task of grid {grid_name} reads {dataset}")
         for backbone in grid.backbones:
             try:
-                parse_backbone_name(canonical_backbone(backbone))
+                parse_backbone_name(BackboneRef.parse(backbone).name)
             except BackboneError as error:
                 raise ConfigError(f"{where}.backbones: {error}") from None
             if "@" in backbone:
@@ -174,10 +175,10 @@ def grid_requirements(params: Params, grid: str) -> dict[str, str]:
         for key in DATA_PATH_KEYS:
             if params.datasets[dataset].get(key):
                 paths.setdefault(str(params.datasets[dataset][key]), f"datasets.{dataset}.{key}")
-    for backbone in spec.backbones:
-        name = canonical_backbone(backbone)
-        if not name.endswith("@random") and name in params.checkpoints:
-            paths.setdefault(params.checkpoints[name], f"checkpoints.{name}")
+    for backbone in map(BackboneRef.parse, spec.backbones):
+        checkpoint = backbone.checkpoint(params.checkpoints)
+        if checkpoint is not None:
+            paths.setdefault(checkpoint, f"checkpoints.{backbone.arch}")
     return paths
 
 

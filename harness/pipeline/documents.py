@@ -13,8 +13,9 @@ from typing import Any
 
 import yaml
 
-from harness.core import dvcfiles, paths
-from harness.core.config import Params, stage_spelling
+from harness.core import dvcfiles
+from harness.core.config import Params
+from harness.core.run_key import BackboneRef, RunKey
 from harness.pipeline.checks import check_params
 from harness.pipeline.stage_model import ROW_WDIR, documents_stages
 from harness.pipeline.stage_specs import stage_specs
@@ -32,7 +33,7 @@ def metrics_files(params: Params, grid: str, backbone: str) -> list[str]:
     on the stage, a metrics file a grid has never run is a "failed to load" for every `dvc metrics show`/`diff`:
     35 such grids buried the numbers under errors. So a metrics file is declared once its stage has written it,
     and the next generation (every CLI run, before and after its stages) adds it."""
-    files = [paths.metrics_path(grid, task, stage_spelling(backbone)) for task in params.grids[grid].tasks]
+    files = [RunKey(grid, task, BackboneRef.parse(backbone)).metrics_path for task in params.grids[grid].tasks]
     return [f"{ROW_WDIR}/{path.as_posix()}" for path in files if path.is_file()]
 
 
@@ -47,7 +48,7 @@ def documents(params: Params) -> dict[Path, dict[str, Any]]:
     docs: dict[Path, dict[str, Any]] = {DVC_FILE: {"stages": stages.pop(DVC_FILE), "plots": dvc_plots()}}
     for grid, spec in params.grids.items():
         for backbone in spec.backbones:
-            file = dvcfiles.row_file(grid, stage_spelling(backbone))
+            file = dvcfiles.row_file(grid, BackboneRef.parse(backbone).spelled)
             metrics = metrics_files(params, grid, backbone)
             docs[file] = {"stages": stages.pop(file), **({"metrics": metrics} if metrics else {})}
     assert not stages, f"stages in files no grid row names: {sorted(map(str, stages))}"

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import dvcfiles, paths
-from harness.core.config import ConfigError, Params, canonical_backbone, stage_spelling
+from harness.core.config import ConfigError, Params
 from harness.core.registry import unknown_name_message
+from harness.core.run_key import BackboneRef, RunKey
 from harness.pipeline.checks import missing_requirements_note
 
 DEFAULT_GRID = "default"  # what a bare `visbench-harness` runs; grid=all runs every grid whose data is here
@@ -26,8 +27,13 @@ class Run:
     feature_grid: str  # the grid whose extract stage made its features (features_from)
 
     @property
+    def key(self) -> RunKey:
+        """The run's probe stage as a value (a few-shot stage's runs are its `key.at(shot)`)."""
+        return RunKey(self.grid, self.task, BackboneRef.parse(self.backbone))
+
+    @property
     def stage(self) -> str:
-        return paths.stage_name(self.grid, self.task, self.backbone)
+        return self.key.stage
 
     @property
     def file(self) -> Path:
@@ -37,7 +43,7 @@ class Run:
     @property
     def address(self) -> str:
         """How DVC is told the run's probe stage."""
-        return dvcfiles.row_address(self.grid, self.backbone, self.stage)
+        return self.key.address
 
     @property
     def extract_stage(self) -> str:
@@ -68,7 +74,7 @@ def select_runs(
     _check(grids, sorted(params.grids), "grid")
     _check(tasks, sorted({t for g in params.grids.values() for t in g.tasks}), "task")
     if backbones is not None:
-        backbones = [canonical_backbone(b) for b in backbones]
+        backbones = [BackboneRef.parse(b).name for b in backbones]
         _check_backbones(params, backbones, grids)
     runs, notes = [], []
     for grid_name, spec in params.grids.items():
@@ -83,10 +89,9 @@ def select_runs(
         for task_name, dataset in spec.tasks.items():
             if tasks is not None and task_name not in tasks:
                 continue
-            for name in spec.backbones:
-                if backbones is None or canonical_backbone(name) in backbones:
-                    runs.append(Run(grid_name, task_name, stage_spelling(name), dataset,
-                                    spec.feature_grid(grid_name, dataset)))
+            for ref in map(BackboneRef.parse, spec.backbones):
+                if backbones is None or ref.name in backbones:
+                    runs.append(Run(grid_name, task_name, ref.spelled, dataset, spec.feature_grid(grid_name, dataset)))
     if not runs:
         raise ConfigError("nothing selected: " + ("; ".join(notes) or "no grid has that task × backbone"))
     return runs, notes
@@ -95,7 +100,7 @@ def select_runs(
 def _check_backbones(params: Params, backbones: list[str], grids: list[str] | None) -> None:
     """A name no grid lists: known to the registry → say which grid to add it to; else list the valid ones."""
     selected = grids or sorted(params.grids)
-    in_grids = sorted({canonical_backbone(b) for g in selected for b in params.grids[g].backbones})
+    in_grids = sorted({BackboneRef.parse(b).name for g in selected for b in params.grids[g].backbones})
     for name in backbones:
         if name in in_grids:
             continue
@@ -103,7 +108,7 @@ def _check_backbones(params: Params, backbones: list[str], grids: list[str] | No
         from harness.backbones import list_backbones
 
         if name in list_backbones():
-            raise ConfigError(f"backbone {name!r} is in no selected grid: add {stage_spelling(name)} to "
+            raise ConfigError(f"backbone {name!r} is in no selected grid: add {BackboneRef.parse(name).spelled} to "
                               f"grids.<grid>.backbones in params.yaml (grids: {', '.join(selected)})")
         raise ConfigError(unknown_name_message("backbone", name, in_grids))
 

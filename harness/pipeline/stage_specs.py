@@ -19,8 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core import dvcfiles, paths
-from harness.core.config import PARAMS_FILE, Params, probe_block, stage_spelling
+from harness.core.config import PARAMS_FILE, Params, probe_block
 from harness.core.contents import CONTENTS_NAME, contents_path
+from harness.core.run_key import BackboneRef
 from harness.datasets.kinds import data_paths
 from harness.pipeline import fingerprints
 from harness.pipeline.stage_model import Out, RowKey, StageSpec
@@ -85,7 +86,7 @@ def _extract_stage(params: Params, grid: str, dataset: str, backbone: str) -> St
         keys = ["layers", "pooling"] if read.mode == "pooled" else ["layers"]
         read_params += [key for key in _param_keys(params, read.grid, read.task, keys) if key not in read_params]
     reads = ",".join(r.spell() for r in backbone_reads(params, grid, dataset, backbone))
-    row = RowKey(grid, stage_spelling(backbone), dataset)
+    row = RowKey(grid, BackboneRef.parse(backbone).spelled, dataset)
     return StageSpec(
         f"{row.group}@{row.backbone}", row.file,
         f"python -m harness.stages.extract {grid} {row.backbone} {dataset} --code {code} --reads {reads}",
@@ -106,7 +107,8 @@ def _extract_stage(params: Params, grid: str, dataset: str, backbone: str) -> St
 
 def _checkpoint_keys(params: Params, backbone: str) -> list[str]:
     """The `checkpoints.ARCH` params key the backbone's extraction reads (a random control reads none)."""
-    return [f"checkpoints.{backbone}"] if not backbone.endswith("@random") and backbone in params.checkpoints else []
+    ref = BackboneRef.parse(backbone)
+    return [f"checkpoints.{ref.arch}"] if ref.checkpoint(params.checkpoints) is not None else []
 
 
 def _probe_stage(params: Params, grid: str, task: str, backbone: str) -> StageSpec:
@@ -114,7 +116,7 @@ def _probe_stage(params: Params, grid: str, task: str, backbone: str) -> StageSp
     dataset = spec.tasks[task]
     feature_grid = spec.feature_grid(grid, dataset)
     code = probe_code(task)
-    row = RowKey(grid, stage_spelling(backbone), dataset, task)
+    row = RowKey(grid, BackboneRef.parse(backbone).spelled, dataset, task)
     base = f"results/{grid}/{task}/{row.backbone}"
     # kept: a failed re-run must not delete the committed record
     outs = [_kept(base)] if spec.fewshot is not None else [_kept(f"{base}.json"), _kept(f"{base}.samples.csv")]

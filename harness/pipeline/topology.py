@@ -9,8 +9,9 @@ the CLI and `verify` all derive that structure here, so a stage run from Python 
 
 from __future__ import annotations
 
-from harness.core.config import Params, canonical_backbone, stage_spelling
+from harness.core.config import Params
 from harness.core.registry import module_path
+from harness.core.run_key import BackboneRef
 from harness.runs.feature_reads import FeatureRead
 
 
@@ -39,9 +40,9 @@ def backbone_reads(params: Params, grid: str, dataset: str, backbone: str) -> li
     """The reads one backbone's extraction serves. Only the grids that list the backbone read its features:
     another grid's layer set (scenes_layers' stride16) is not asked of a backbone that grid never probes (a ViT
     has no stride-16 layer)."""
-    spelled = stage_spelling(backbone)
+    spelled = BackboneRef.parse(backbone).spelled
     return [r for r in feature_reads(params, grid, dataset)
-            if r.grid == grid or spelled in map(stage_spelling, params.grids[r.grid].backbones)]
+            if r.grid == grid or spelled in {BackboneRef.parse(b).spelled for b in params.grids[r.grid].backbones}]
 
 
 def extract_jobs(params: Params) -> list[tuple[str, str, str]]:
@@ -65,8 +66,7 @@ def backbone_code(backbone: str) -> str:
     """Project-relative path of the module that registers a backbone (its family module or plugin)."""
     from harness.backbones import BACKBONES
 
-    arch = canonical_backbone(backbone).removesuffix("@random")
-    return module_path(BACKBONES.module_of(arch)).as_posix()
+    return module_path(BACKBONES.module_of(BackboneRef.parse(backbone).arch)).as_posix()
 
 
 def probe_code(task: str) -> str:

@@ -79,7 +79,7 @@ class ArrayForm(abc.ABC):
             # `device`: where a probe that computes with torch (`ProbeSpec.uses_device`) trains; others ignore it
             device = str(resolve_device(device)) if spec.uses_device else "cpu"
             inputs = ProbeInputs(manifest, lambda item: rows[item.path], block, seed, device=device)
-            if saved_head is not None:  # a loaded head (`harness.heads.load.load_probe`): scored, not trained
+            if saved_head is not None:  # a loaded head (`harness.load_probe`): scored, not trained
                 return saved_head.evaluate_inputs(inputs)
             return spec.run(inputs)
 

@@ -26,7 +26,7 @@ from harness.probes.measured_tolerances import CROSS_CPU
 @dataclass(frozen=True)
 class ProbeHead:
     """A trained probe's head as data: its tensors (weights and the feature statistics it standardises with)
-    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads.load` saves it as safetensors
+    and the JSON config that rebuilds it (kind, sizes, class names). `harness.heads.file` saves it as safetensors
     beside the record, with the identity of the features it was fitted on."""
 
     tensors: dict[str, np.ndarray]

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
-from harness.core import paths
 from harness.core.hashing import hash_json
+from harness.core.run_key import RunKey, Shot
 
 if TYPE_CHECKING:  # types only: the leaderboard reads SUBSET_PARAMS without importing the dataset loaders
     from harness.core.config import Params
@@ -31,13 +31,6 @@ Unit = Literal["images_per_class", "images"]
 # in these lie on one learning curve (`harness.leaderboard.queries.comparability.curve_key`).
 SUBSET_PARAMS = ("k_shot", "subset_seed", "subset_size", "subset_sha256")
 UNIT_PARAM = "k_shot_unit"
-
-
-class Shot(NamedTuple):
-    """One point of a learning curve: k training items (per class or in all), chosen with `seed`."""
-
-    k: int
-    seed: int
 
 
 class FewShotError(ValueError):
@@ -108,6 +101,6 @@ def stage_shots(params: Params, grid: str) -> list[Shot | None]:
     return [Shot(k, seed) for k in spec.k_shots for seed in spec.seeds]
 
 
-def stage_run_ids(params: Params, grid: str, task: str, backbone_name: str) -> list[str]:
+def stage_run_ids(params: Params, stage: RunKey) -> list[str]:
     """The run ids of the records one probe stage writes, in the order it writes them."""
-    return [paths.run_id(grid, task, backbone_name, shot) for shot in stage_shots(params, grid)]
+    return [stage.at(shot).run_id for shot in stage_shots(params, stage.grid)]

@@ -4,7 +4,7 @@ A run is a whole probe stage, or one (k, seed) `Shot` of a few-shot stage: then 
 subset `harness.runs.fewshot` chooses from its training split, and evaluates as the full run does.
 
 Nothing is written here: `run_probe` returns the record and the text of its per-sample scores file
-(`paths.samples_path`), and the stage writes them only once every run of the stage has succeeded, so a
+(`RunKey.samples_path`), and the stage writes them only once every run of the stage has succeeded, so a
 failure never replaces what an earlier successful run left.
 """
 
@@ -20,16 +20,17 @@ from typing import Any
 import numpy as np
 
 from harness.core import paths
-from harness.core.config import ConfigError, Params, canonical_backbone
+from harness.core.config import ConfigError, Params
 from harness.core.devices import requested_device, resolve_device, set_deterministic
 from harness.core.preprocessing import Preprocess
+from harness.core.run_key import BackboneRef, RunKey, Shot
 from harness.datasets.manifest import Manifest
 from harness.heads.file import SavedHead, head_identity, serialize_head
 from harness.probes import ProbeInputs, ProbeResult, ProbeSpec, get_probe
 from harness.runs.environment import environment_fingerprint
 from harness.runs.failed_records import failed_record
 from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
-from harness.runs.fewshot import UNIT_PARAM, Shot, fewshot_manifest
+from harness.runs.fewshot import UNIT_PARAM, fewshot_manifest
 from harness.runs.records import BackboneInfo, DatasetInfo, Failure, Record
 from harness.runs.samples import samples_file
 
@@ -137,8 +138,13 @@ class ProbeJob:
     feature_grid: str
 
     @property
+    def key(self) -> RunKey:
+        """The stage as a value; a few-shot stage's run at (k, seed) is `key.at(shot)`."""
+        return RunKey(self.grid, self.task, BackboneRef.parse(self.backbone))
+
+    @property
     def stage(self) -> str:
-        return paths.stage_name(self.grid, self.task, self.backbone)
+        return self.key.stage
 
 
 def job_from_params(params: Params, grid: str, task: str, backbone: str) -> ProbeJob:
@@ -169,6 +175,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
     head is checked against the features and scored instead of training one; the record's protocol_params.head
     names the file's SHA-256 (and, for a head allowed with strict=False, its mismatches)."""
     started = time.monotonic()
+    key = job.key.at(shot)
     spec = get_probe(job.task)
     probe_params = dict(probe_params)
     # A few-shot run's seed chooses its subset and seeds the probe, so the seeds of a curve are replicates.
@@ -183,8 +190,8 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
     if shot is not None:
         protocol_params |= {"k_shot": shot.k, UNIT_PARAM: fewshot_unit(job.task), "subset_seed": shot.seed}
     base: dict[str, Any] = {
-        "run_id": paths.run_id(job.grid, job.task, job.backbone, shot),
-        "backbone_name": canonical_backbone(job.backbone),
+        "run_id": key.run_id,
+        "backbone_name": key.backbone.name,
         "task": job.task,
         "level": spec.level,
         "protocol": spec.protocol,
@@ -199,7 +206,7 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
     }
     backbone_info = dataset_info = request = result = None
     pooling_resolved = image_size = samples_text = head_bytes = None
-    samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
+    samples_path = key.samples_path
     phase = "extract"
     try:
         feature_dir = paths.features_dir(job.feature_grid, job.backbone, job.dataset)
@@ -238,10 +245,9 @@ def run_probe(job: ProbeJob, params: Params, probe_params: dict[str, Any], shot:
         geometry_spec = {k: v for k, v in described["preprocess"].items() if k != "library"}
         geometry = Preprocess(**{**geometry_spec, "mean": tuple(geometry_spec["mean"]),
                                  "std": tuple(geometry_spec["std"])})
-        arch = base["backbone_name"].removesuffix("@random")
-        rebuild = {"name": base["backbone_name"], "identity": described["identity"],
+        rebuild = {"name": key.backbone.name, "identity": described["identity"],
                    "precision": described["precision"], "seed": params.settings.seed,
-                   "checkpoint": None if base["backbone_name"].endswith("@random") else params.checkpoints.get(arch)}
+                   "checkpoint": key.backbone.checkpoint(params.checkpoints)}
         inputs = ProbeInputs(manifest, _feature_lookup(cache, described, request), probe_params, seed, geometry,
                              rebuild, device=device)
         split = probe_params.get(spec.eval_split_param) or "test"

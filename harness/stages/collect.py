@@ -16,7 +16,8 @@ from functools import partial
 from pathlib import Path
 
 from harness.core import dvcfiles, paths
-from harness.core.config import Params, canonical_backbone, load_params
+from harness.core.config import Params, load_params
+from harness.core.run_key import BackboneRef, RunKey
 from harness.runs import failed_records, failures
 from harness.runs.fewshot import stage_shots
 from harness.runs.records import Record, RecordError, read_records, write_records
@@ -25,8 +26,8 @@ from harness.stages import common
 log = logging.getLogger("visbench")
 
 
-def _retry(grid: str, task: str, backbone: str) -> str:
-    return f"visbench-harness grid={grid} task={task} backbone={canonical_backbone(backbone)}"
+def _retry(stage: RunKey) -> str:
+    return f"visbench-harness grid={stage.grid} task={stage.task} backbone={stage.backbone.name}"
 
 
 def _read(path: Path, fix: str, read: Callable[[], list[Record]]) -> list[Record]:
@@ -49,10 +50,10 @@ def run(params: Params) -> list[Record]:
     for grid_name, grid in sorted(params.grids.items()):
         for task in sorted(grid.tasks):
             for backbone in grid.backbones:
-                stage = paths.stage_name(grid_name, task, backbone)
-                retry = _retry(grid_name, task, backbone)
+                key = RunKey(grid_name, task, BackboneRef.parse(backbone))
+                stage, retry = key.stage, _retry(key)
                 for shot in stage_shots(params, grid_name):
-                    path = paths.record_path(grid_name, task, backbone, shot)
+                    path = key.at(shot).record_path
                     if path.is_file():
                         fix = f"`{retry}` runs its stage again and rewrites it"
                         records += [r for r in _read(path, fix, partial(read_records, path)) if r.status == "ok"]

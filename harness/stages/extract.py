@@ -14,9 +14,10 @@ import logging
 import sys
 
 from harness.core import paths
-from harness.core.config import Params, canonical_backbone, load_params, probe_block
+from harness.core.config import Params, load_params, probe_block
 from harness.core.contents import write_contents
 from harness.core.registry import load_code
+from harness.core.run_key import BackboneRef
 from harness.runs import failures
 from harness.stages import common
 
@@ -61,7 +62,8 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
 
     stage = paths.extract_stage_name(grid, backbone_name, dataset)
     out_dir = paths.features_dir(grid, backbone_name, dataset)
-    name = canonical_backbone(backbone_name)
+    backbone_ref = BackboneRef.parse(backbone_name)
+    name = backbone_ref.name
     phase, early = "load_backbone", None
     try:
         from harness.core.devices import requested_device, resolve_device
@@ -73,9 +75,8 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         from harness.backbones import create_backbone
 
         early = _early_decode(name, dataset, requests)
-        arch = name.removesuffix("@random")
         backbone = create_backbone(
-            name, checkpoint=None if name.endswith("@random") else params.checkpoints.get(arch),
+            name, checkpoint=backbone_ref.checkpoint(params.checkpoints),
             precision=params.settings.precision, seed=params.settings.seed,
         )
         phase = "extract"

@@ -1,7 +1,7 @@
 """`python -m harness.stages.probe GRID TASK BACKBONE --code PROBE_MODULE --dataset D --features GRID`:
 run one probe stage on cached features and write its record(s), per-sample scores and DVC metrics file.
 
-A grid with a `fewshot` spec runs every (k, seed) into the stage's folder (`paths.fewshot_dir`). The stage's
+A grid with a `fewshot` spec runs every (k, seed) into the stage's folder (`RunKey.fewshot_dir`). The stage's
 outputs are written only when every run in it succeeded: otherwise its failed records go to
 failures/<stage>.jsonl, whatever ok record the stage had stays untouched, and the process exits 1.
 """
@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core import paths
 from harness.core.atomic import write_all_atomic
 from harness.core.config import ConfigError, Params, load_params, probe_block
 from harness.core.registry import load_code
@@ -32,7 +31,7 @@ from harness.runs.samples import parse_samples
 from harness.stages import common
 
 if TYPE_CHECKING:
-    from harness.runs.fewshot import Shot
+    from harness.core.run_key import Shot
 
 log = logging.getLogger("visbench")
 
@@ -68,9 +67,8 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
     writes: list[tuple[Path, bytes | str]] = []
     headline_samples = None  # the single run's per-sample text, for its metrics' interval
     for index, (shot, record, samples_text, head_bytes) in enumerate(results):
-        record_path = paths.record_path(job.grid, job.task, job.backbone, shot)
-        samples_path = paths.samples_path(job.grid, job.task, job.backbone, shot)
-        head_path = paths.head_path(job.grid, job.task, job.backbone, shot)
+        key = job.key.at(shot)
+        record_path, samples_path, head_path = key.record_path, key.samples_path, key.head_path
         if reproduces(record, samples_text, record_path, samples_path) and same_head(head_path, head_bytes):
             # the checkout's record stands: same numbers, so its files stay byte for byte (harness.runs.reproduction)
             log.info("%s: reproduced: kept the committed record", record.run_id)
@@ -84,8 +82,7 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
             writes.append((head_path, head_bytes))
         writes.append((record_path, dump_record(record) + "\n"))
     metrics = headline_metrics(records[0], headline_samples) if shots == [None] else fewshot_metrics(records)
-    writes.append((paths.metrics_path(job.grid, job.task, job.backbone),
-                   json.dumps(metrics, indent=1, sort_keys=True)))
+    writes.append((job.key.metrics_path, json.dumps(metrics, indent=1, sort_keys=True)))
     try:
         # one unit: a full or read-only disk leaves every file (an ok record above all) as it was
         write_all_atomic(writes)
@@ -132,10 +129,9 @@ def headline_metrics(record: Record, samples_text: str | None) -> dict[str, Any]
 def _remove_stale_runs(job: ProbeJob, shots: list[Shot]) -> None:
     """Leave the stage's folder holding exactly this run's files, as DVC expects of an out (a k or seed
     dropped from params.yaml must not linger; the outs are `persist`, so DVC does not clear them)."""
-    wanted = {paths.record_path(job.grid, job.task, job.backbone, s) for s in shots}
-    wanted |= {paths.samples_path(job.grid, job.task, job.backbone, s) for s in shots}
-    wanted |= {paths.head_path(job.grid, job.task, job.backbone, s) for s in shots}
-    for path in sorted(paths.fewshot_dir(job.grid, job.task, job.backbone).iterdir()):
+    keys = [job.key.at(shot) for shot in shots]
+    wanted = {path for key in keys for path in (key.record_path, key.samples_path, key.head_path)}
+    for path in sorted(job.key.fewshot_dir.iterdir()):
         if path not in wanted and path.is_file() and path.name.endswith((".json", ".samples.csv", ".safetensors")):
             path.unlink()
 

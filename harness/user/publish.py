@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.core import paths
 from harness.core.atomic import write_bytes_atomic, write_text_atomic
 from harness.core.config import ConfigError
+from harness.core.run_key import BackboneRef, RunKey
 from harness.pipeline.dvc_runner import dvc_command
 from harness.runs.records import Record, read_records
 
@@ -36,8 +37,8 @@ class PublishError(RuntimeError):
 def runs_with_heads() -> list[str]:
     """Every run id with a saved head under results/ and user/results/: what an unknown run= is told about."""
     heads = [*Path("results").glob("*/*/*.head.safetensors"), *Path("user/results").glob("*/*/*.head.safetensors")]
-    return sorted({paths.stage_name(head.parts[-3], head.parts[-2], head.name.removesuffix(".head.safetensors"))
-                   for head in heads})
+    return sorted({RunKey(head.parts[-3], head.parts[-2],
+                          BackboneRef.parse(head.name.removesuffix(".head.safetensors"))).stage for head in heads})
 
 
 def _unknown_run(run_id: str) -> ConfigError:
@@ -52,12 +53,12 @@ def _unknown_run(run_id: str) -> ConfigError:
 def find_run(run_id: str) -> tuple[Record, Path, Path]:
     """(record, record file, head file) of a trained run, from results/ or the user workspace."""
     try:
-        grid, task, backbone = paths.stage_parts(run_id)
-    except ValueError:  # no "-" or no "@": not a run id at all
+        key = RunKey.from_stage(run_id)
+    except ValueError:  # no "-" or no "@", or a control spelled NAME@random: not a run id at all
         raise _unknown_run(run_id) from None
     for root in (Path("."), Path("user")):
         with paths.workspace(root) if root != Path(".") else contextlib.nullcontext():
-            record_file, head_file = paths.record_path(grid, task, backbone), paths.head_path(grid, task, backbone)
+            record_file, head_file = key.record_path, key.head_path
         if record_file.is_file():
             if not head_file.is_file():
                 raise ConfigError(f"{run_id} has no saved head ({head_file}): its task trains nothing, or it ran "

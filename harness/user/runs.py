@@ -30,6 +30,7 @@ from harness.api import DEFAULT_WORKSPACE, RunFailed, run
 from harness.core import paths
 from harness.core.atomic import write_text_atomic
 from harness.core.config import PARAMS_FILE, ConfigError, load_params
+from harness.core.run_key import RunKey
 from harness.runs.records import Record, parse_record, write_records
 
 log = logging.getLogger("visbench")
@@ -245,7 +246,8 @@ def promote(run_id: str, params_file: Path = PARAMS_FILE) -> str:
     if record is None:
         valid = ", ".join(r.run_id for r in user_records()) or "none yet"
         raise ConfigError(f"no user run {run_id!r}; user runs: {valid}")
-    grid, task, backbone = paths.stage_parts(run_id)
+    key = RunKey.from_stage(run_id)  # a user run is a whole stage: no few-shot grid here
+    grid, task, backbone = key.grid, key.task, key.backbone.spelled
     params = load_params(params_file)
     if "head" in record.protocol_params:
         raise ConfigError(f"{run_id} scored a saved head; the pipeline trains its own: promote the run that trained it")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.core.paths import stage_of_run, stage_parts
+from harness.core.run_key import RunKey
 from harness.leaderboard.markdown import (
     MISSING,
     attribute,
@@ -283,8 +283,7 @@ def _directions(metrics: list[dict[str, Any]]) -> str:
 def retry_command(failure: dict[str, Any]) -> str:
     """The CLI command that re-runs the stage behind a failed record (its grid, when the run id names one)."""
     try:
-        grid, _, _ = stage_parts(stage_of_run(failure["run_id"], failure["k_shot"], failure["seed"]))
-        where = f"grid={grid} "
+        where = f"grid={RunKey.from_run_id(failure['run_id'], failure['k_shot'], failure['seed']).grid} "
     except ValueError:
         where = ""
     return f"visbench-harness {where}task={failure['task']} backbone={failure['backbone_name']}"

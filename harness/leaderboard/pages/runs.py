@@ -7,8 +7,7 @@ import re
 from typing import Any
 
 from harness.core import dvcfiles
-from harness.core.config import stage_spelling
-from harness.core.paths import stage_of_run
+from harness.core.run_key import BackboneRef, RunKey
 from harness.leaderboard.figures.curves import UNIT_TEXT
 from harness.leaderboard.markdown import (
     MISSING,
@@ -40,22 +39,36 @@ ENVIRONMENT_FIELDS = (
 )
 
 
-def grid_of(run_id: str) -> str:
-    """The grid a run belongs to: run ids are "<grid>-<task>@<backbone>[.k<k>.s<seed>]" and grid names have
-    no "-"."""
-    return run_id.split("-", 1)[0]
+def run_key(record: Record) -> RunKey | None:
+    """The run that wrote the record: its stage, and its (k, seed) where a few-shot stage wrote one per shot; None
+    for a run id that names no stage (a record made by hand: the schema takes any run id)."""
+    try:
+        return RunKey.from_run_id(record.run_id, record.k_shot, record.seed)
+    except ValueError:
+        return None
+
 
 def stage_of(record: Record) -> str:
-    """The DVC stage that wrote the record: a few-shot stage writes one record per (k, seed)."""
-    return stage_of_run(record.run_id, record.k_shot, record.seed)
+    """The DVC stage that wrote the record (a few-shot stage writes one record per (k, seed)); a run id that names
+    no stage is shown as it stands."""
+    key = run_key(record)
+    return record.run_id if key is None else key.stage
+
+
+def grid_of(record: Record) -> str:
+    """The grid a run belongs to; for a run id that names no stage, its text up to the first "-", as a stage's."""
+    key = run_key(record)
+    return record.run_id.split("-", 1)[0] if key is None else key.grid
 
 
 def rerun_commands(record: Record) -> list[str]:
-    """DVC's address of the stage (the row file of the record's grid and backbone: for a committed run,
-    `dvcfiles.address` of its stage) and the CLI's verify command."""
-    grid = grid_of(record.run_id)
+    """DVC's address of the stage (the row file of the record's grid and backbone: for a committed run, its run
+    key's `address`) and the CLI's verify command."""
+    grid = grid_of(record)
+    # the row of the record's backbone name: a user's row beside a board is renamed NAME@yours (harness.user.score)
+    row = BackboneRef.parse(record.backbone_name).spelled
     return [
-        f"dvc repro {dvcfiles.row_address(grid, stage_spelling(record.backbone_name), stage_of(record))}",
+        f"dvc repro {dvcfiles.row_address(grid, row, stage_of(record))}",
         f"visbench-harness verify grid={grid} task={record.task} backbone={record.backbone_name}",
     ]
 
@@ -123,7 +136,7 @@ def _front_matter(record: Record) -> list[str]:
     the backbone and grid, or the backbone, k and seed; the page's heading stays the run id. A few-shot run's
     page is left out of search: dozens of near-identical (k, seed) pages would bury the task and board pages."""
     if record.k_shot is None:
-        return [f"title: {json.dumps(f'{record.backbone_name} ({grid_of(record.run_id)})')}"]
+        return [f"title: {json.dumps(f'{record.backbone_name} ({grid_of(record)})')}"]
     title = f"{record.backbone_name}, k={record.k_shot}, seed {record.seed}"
     return [f"title: {json.dumps(title)}", "search:", "  exclude: true"]
 

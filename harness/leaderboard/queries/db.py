@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from harness.core.hashing import canonical_json
+from harness.core.run_key import CONTROL_SUFFIX
 from harness.leaderboard.queries.comparability import (
     ComparabilityError,
     comparability_key,
@@ -37,10 +38,6 @@ from harness.leaderboard.queries.comparability import (
 )
 from harness.leaderboard.queries.samples import load_samples_table as load_samples_table  # the per-sample tables
 from harness.runs.records import Record
-
-# The backbone registry's control suffix. Not imported from harness.backbones, which would pull in
-# torch just to render a website.
-_CONTROL_SUFFIX = "@random"
 
 _SCHEMA = """
 CREATE TABLE records (
@@ -184,7 +181,7 @@ def _record_row(record: Record) -> tuple[Any, ...]:
         record.backbone_name,
         backbone.identity if backbone else None,
         # A backbone that failed to build has no block; its name still says whether it was a control.
-        backbone.control if backbone else record.backbone_name.endswith(_CONTROL_SUFFIX),
+        backbone.control if backbone else record.backbone_name.endswith(CONTROL_SUFFIX),
         record.task,
         record.level,
         record.protocol,

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from harness.core import paths
-from harness.core.config import canonical_backbone
+from harness.core.run_key import BackboneRef
 from harness.leaderboard.sources.references import medians, results_files
 from harness.runs.records import Record, read_records
 
@@ -90,7 +90,7 @@ def grid_table(params: dict[str, Any]) -> list[str]:
     features); generated, so the README never lists a shape the grids do not have."""
     lines = ["| grid | backbones | tasks (dataset) | settings | data it reads |", "|---|---|---|---|---|"]
     for name, grid in params["grids"].items():
-        backbones = ", ".join(canonical_backbone(b) for b in grid["backbones"])
+        backbones = ", ".join(BackboneRef.parse(b).name for b in grid["backbones"])
         tasks = ", ".join(f"{task} ({dataset})" for task, dataset in grid["tasks"].items())
         settings = dict.fromkeys(f"{key}: {_setting(value)}" for block in (grid.get("probes") or {}).values()
                                  for key, value in block.items())

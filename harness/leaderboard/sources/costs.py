@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from harness.core.run_key import CONTROL_SUFFIX_SPELLED
 from harness.leaderboard.sources.references import results_files
 
 BENCH = "backbone_costs"
@@ -41,7 +42,8 @@ NO_COSTS: Mapping[str, BackboneCost] = MappingProxyType({})  # a renderer's defa
 
 def architecture(name: str) -> str:
     """A backbone name's architecture: `resnet18@random` → `resnet18` (the older `.random` spelling too)."""
-    return name.partition("@")[0].removesuffix(".random")
+    # up to any '@': a user's row beside a board (`NAME@yours`, harness.user.score) costs what NAME costs
+    return name.partition("@")[0].removesuffix(CONTROL_SUFFIX_SPELLED)
 
 
 def backbone_costs(root: Path) -> dict[str, BackboneCost]:
