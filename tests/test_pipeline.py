@@ -444,9 +444,12 @@ def test_an_edit_reruns_exactly_the_stages_that_read_it(clone, unedited, lock, w
     finally:
         (clone / "params.yaml" if edit[0] == "params" else clone / edit[1]).write_text(original)
         repro_code_stage(clone)
-    expected = {stage for stage in lock if reads(stage)}
+    reading = {stage for stage in lock if reads(stage)}
+    assert reading, f"no locked stage reads {what}"
+    # a stage flagged before the edit owes a re-run after a committed code change (harness.pipeline.owed, a long
+    # re-run split by grid): it cannot be flagged again, and it shows in neither set
+    expected = reading - before
     print(f"edit of {what}: dvc status flags {len(flagged)} stages")  # the counts the pipeline issue reports
-    assert expected, f"no locked stage reads {what}"
     assert flagged == expected, f"{what}: flagged {sorted(flagged - expected)} too many, " \
                                 f"{sorted(expected - flagged)} missing"
 
