@@ -135,7 +135,7 @@ def run(backbone: str | CustomBackbone | nn.Module, task: str, dataset: str | Pa
             if head_file is None:
                 records = stage_calls.probe(grid, task, spelling, params)
             else:
-                records = [evaluate_head(Path(head_file), grid, task, spelling, params, strict=strict)]
+                records = _scored_head(key, params, read_head(Path(head_file), strict))
         except StageFailed as error:
             raise RunFailed(str(error), _failed_record(key)) from None
         record = records[0]
@@ -267,25 +267,20 @@ def _result(record: Record, record_path: Path, head_path: Path | None) -> RunRes
     return RunResult(record, ids, columns, record_path, head_path)
 
 
-def evaluate_head(path: Path, grid: str, task: str, backbone: str, params: Any, strict: bool = True):
-    """A saved head scored by one run (`harness.run(..., head_file=...)`): its record and samples written as a
-    probe stage writes them, or its failed record under failures/ and StageFailed."""
-    from harness.core.atomic import write_text_atomic
-    from harness.probes import validate_probe_params
-    from harness.runs.failed_records import record_failed_runs
-    from harness.runs.probe_run import job_from_params, run_probe
-    from harness.runs.records import dump_record
+def _scored_head(key: RunKey, params: Params, saved: SavedHead) -> list[Record]:
+    """The saved head scored by the run's probe stage. A failed run is said in full (phase, error type, message),
+    as `harness.run(..., head_file=...)` always has; a failed write, in the stage's own line."""
+    from harness.stages import calls as stage_calls
     from harness.stages.common import StageFailed
 
-    loaded = read_head(path, strict)
-    job = job_from_params(params, grid, task, backbone)
-    record, samples_text = run_probe(job, params, validate_probe_params(task, params.probes[task]), None, loaded)
-    if record.status != "ok":
-        record_failed_runs(job.stage, [record])
-        raise StageFailed(f"{job.stage}: {record.failure.phase}: {record.failure.error_type}: {record.failure.message}")
-    write_text_atomic(job.key.samples_path, samples_text)
-    write_text_atomic(job.key.record_path, dump_record(record) + "\n")
-    return record
+    try:
+        return stage_calls.probe(key.grid, key.task, key.backbone.spelled, params, saved)
+    except StageFailed:
+        failed = _failed_record(key)  # the stage recorded it before it raised
+        if failed is None or failed.failure is None or failed.failure.phase == "write":
+            raise
+        failure = failed.failure
+        raise StageFailed(f"{key.stage}: {failure.phase}: {failure.error_type}: {failure.message}") from None
 
 
 @dataclass

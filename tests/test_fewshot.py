@@ -208,10 +208,10 @@ def run_probe_stage(grid, task, backbone, params):
     from harness.probes import validate_probe_params
     from harness.runs.probe_run import job_from_params, run_probe
 
-    record, samples = run_probe(job_from_params(params, grid, task, backbone), params,
-                                validate_probe_params(task, params.probes[task]))
-    paths.samples_path(grid, task, backbone).write_text(samples)
-    return record
+    outcome = run_probe(job_from_params(params, grid, task, backbone), params,
+                        validate_probe_params(task, params.probes[task]))
+    paths.samples_path(grid, task, backbone).write_text(outcome.samples_text)
+    return outcome.record
 
 
 def test_fewshot_stage_writes_a_record_per_k_and_seed(fewshot_project):

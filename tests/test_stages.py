@@ -4,6 +4,7 @@ the per-sample files beside each record."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -109,9 +110,8 @@ def test_a_failed_rerun_keeps_the_ok_record_and_a_later_success_clears_the_failu
     kept = {p: p.read_bytes() for p in (record_file, paths.samples_path("g", "classification", "cifar_resnet20.random"),
                                          paths.metrics_path("g", "classification", "cifar_resnet20.random"))}
 
-    def broken(job, params, probe_params, shot=None):
-        record, _ = real(job, params, {**probe_params, "train_split": "nope"}, shot)
-        return record, None
+    def broken(job, params, probe_params, shot=None, saved_head=None):
+        return real(job, params, {**probe_params, "train_split": "nope"}, shot, saved_head)
 
     real = probe_run.run_probe
     monkeypatch.setattr(stages.probe_stage, "run_probe", broken)
@@ -148,11 +148,11 @@ def test_a_rerun_that_reproduces_the_record_keeps_its_files_and_one_that_differs
 
     real = probe_run.run_probe
 
-    def moved(job, params, probe_params, shot=None):  # one last-bit change in one metric
-        outcome = real(job, params, probe_params, shot)
+    def moved(job, params, probe_params, shot=None, saved_head=None):  # one last-bit change in one metric
+        outcome = real(job, params, probe_params, shot, saved_head)
         record = outcome.record.model_copy(update={"metrics": {**outcome.record.metrics,
                                                                "train_top1": outcome.record.metrics["train_top1"] / 2}})
-        return probe_run.ProbeOutcome(record, outcome[1], outcome.head_bytes)
+        return dataclasses.replace(outcome, record=record)
 
     monkeypatch.setattr(stages.probe_stage, "run_probe", moved)
     [changed] = stages.probe("g", "classification", "cifar_resnet20.random", params)
@@ -198,10 +198,10 @@ def test_a_full_disk_at_the_write_fails_the_stage_in_one_line_and_keeps_the_ok_r
     kept = {p: p.read_bytes() for p in files}
     real = probe_run.run_probe
 
-    def moved(job, params, probe_params, shot=None):  # a run that differs, so every file is to be rewritten
-        outcome = real(job, params, probe_params, shot)
+    def moved(job, params, probe_params, shot=None, saved_head=None):  # a run that differs: every file rewritten
+        outcome = real(job, params, probe_params, shot, saved_head)
         record = outcome.record.model_copy(update={"metrics": {**outcome.record.metrics, "train_top1": 0.125}})
-        return probe_run.ProbeOutcome(record, outcome[1], outcome.head_bytes)
+        return dataclasses.replace(outcome, record=record)
 
     real_replace = os.replace
 

@@ -7,6 +7,7 @@ For `verify`, the Python API and tests; DVC stages never import this module (it 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core.config import Params
 from harness.datasets.manifest import Manifest
@@ -21,6 +22,9 @@ from harness.stages import probe as probe_stage
 from harness.stages import site as site_stage
 from harness.stages.probe import fewshot_metrics
 
+if TYPE_CHECKING:
+    from harness.heads.file import SavedHead
+
 __all__ = ["collect", "extract", "fewshot_metrics", "prepare", "probe", "site", "stage_run_ids", "stage_shots"]
 
 
@@ -34,8 +38,9 @@ def extract(grid: str, backbone: str, dataset: str, params: Params, prune: bool 
     return extract_stage.run(grid, backbone, dataset, params, topology.backbone_code(backbone), reads, prune)
 
 
-def probe(grid: str, task: str, backbone: str, params: Params) -> list[Record]:
-    return probe_stage.run(job_from_params(params, grid, task, backbone), params, topology.probe_code(task))
+def probe(grid: str, task: str, backbone: str, params: Params, saved_head: SavedHead | None = None) -> list[Record]:
+    return probe_stage.run(job_from_params(params, grid, task, backbone), params, topology.probe_code(task),
+                           saved_head)
 
 
 def collect(params: Params) -> list[Record]:

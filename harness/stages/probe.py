@@ -4,6 +4,9 @@ run one probe stage on cached features and write its record(s), per-sample score
 A grid with a `fewshot` spec runs every (k, seed) into the stage's folder (`RunKey.fewshot_dir`). The stage's
 outputs are written only when every run in it succeeded: otherwise its failed records go to
 failures/<stage>.jsonl, whatever ok record the stage had stays untouched, and the process exits 1.
+
+From Python (`harness.run(..., head_file=...)`), the stage scores a saved head instead of training one: the same
+record, samples and metrics files, written the same way, and no head file.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from harness.runs import failed_records, failures
 from harness.runs.environment import require_committed_code
 from harness.runs.fewshot import stage_shots
 from harness.runs.intervals import metric_interval
-from harness.runs.probe_run import ProbeJob, ProbeOutcome, run_probe
+from harness.runs.probe_run import ProbeJob, run_probe
 from harness.runs.records import Failure, Record, dump_record, parse_record
 from harness.runs.reproduction import reproduces, same_head
 from harness.runs.samples import parse_samples
@@ -32,12 +35,14 @@ from harness.stages import common
 
 if TYPE_CHECKING:
     from harness.core.run_key import Shot
+    from harness.heads.file import SavedHead
 
 log = logging.getLogger("visbench")
 
 
-def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
-    """Every run of the stage; outputs written only if all succeeded (else `StageFailed` after recording them)."""
+def run(job: ProbeJob, params: Params, code: str | None = None, saved_head: SavedHead | None = None) -> list[Record]:
+    """Every run of the stage; outputs written only if all succeeded (else `StageFailed` after recording them).
+    With `saved_head`, its one run scores that head (`harness.heads.file`) instead of training one."""
     from harness.probes import validate_probe_params
 
     if code:
@@ -47,12 +52,13 @@ def run(job: ProbeJob, params: Params, code: str | None = None) -> list[Record]:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     shots = stage_shots(params, job.grid)
+    if saved_head is not None and shots != [None]:
+        raise ConfigError(f"{job.stage}: a saved head is scored by a stage without few-shot points")
     results = []
     for shot in shots:
         # A task that trains nothing has no few-shot protocol: run_probe raises ConfigError at once.
-        outcome = run_probe(job, params, probe_params, shot)
-        record, samples_text = outcome
-        head_bytes = outcome.head_bytes if isinstance(outcome, ProbeOutcome) else None
+        outcome = run_probe(job, params, probe_params, shot, saved_head)
+        record, samples_text, head_bytes = outcome.record, outcome.samples_text, outcome.head_bytes
         log.info("%s: %s %s", record.run_id, record.status,
                  f"{record.headline_metric}={record.headline:.4f}" if record.status == "ok" else record.failure)
         results.append((shot, record, samples_text, head_bytes))
