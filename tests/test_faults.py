@@ -545,13 +545,27 @@ def test_kill_9_mid_extraction(project):
 
 def _kill_tree(project: Path, cli_process: subprocess.Popen) -> None:
     """SIGKILL the whole tree at once, as a machine's OOM killer or a container's stop does: the CLI's group, DVC's
-    group and its guard, the stage; no process is left to clean up after another."""
-    doomed = [psutil.Process(cli_process.pid), *_survivors(project)]
-    for process in doomed:
+    group and its guard, the stage; no process is left to clean up after another. Like a cgroup's kill, the tree is
+    frozen first (SIGSTOP until no new process appears): killing a snapshot raced a child forked just after it
+    (CI, stop 54: one survivor in the site stage)."""
+    frozen: set[psutil.Process] = set()
+    while True:
+        current: set[psutil.Process] = set()
+        for process in [psutil.Process(cli_process.pid), *_survivors(project), *frozen]:
+            with contextlib.suppress(psutil.Error):
+                current |= {process, *process.children(recursive=True)}
+        new = current - frozen
+        if not new:
+            break
+        for process in new:
+            with contextlib.suppress(psutil.Error):
+                process.suspend()
+        frozen |= new
+    for process in frozen:
         with contextlib.suppress(psutil.Error):
             process.kill()
     cli_process.wait()
-    psutil.wait_procs(doomed, timeout=10)
+    psutil.wait_procs(list(frozen), timeout=10)
 
 
 @pytest.mark.parametrize("stage", ["collect", "site"])
