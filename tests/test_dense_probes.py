@@ -307,6 +307,10 @@ def test_dense_probe_end_to_end(scenes, fake_dense_features, task, head):
     assert spec.headline in result.samples or spec.headline in result.statistics
     assert result.statistics.keys() == spec.statistics.keys()
     check_result(spec, result)
+    if task == "keypoints2d":  # the seed's names (issue 49): keypoints found, matched and pooled
+        assert {"recall@1px", "recall@10px", "auc@5px", "detections_per_image", "num_matches"} <= set(result.metrics)
+    if task in ("edge", "occlusion_edge"):
+        assert result.metrics["edge_correlation"] == result.metrics["pearson"]
     if task == "semantic_segmentation":  # the pooled confusion matrix, recounted from the predictions
         assert result.metrics["miou"] == resampled.evaluate("semantic_miou", result.auxiliary)[0]
     again = spec.run(ProbeInputs(scenes, fake_dense_features(scenes), {**PARAMS, "head": head}, seed=0))

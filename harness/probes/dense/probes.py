@@ -46,10 +46,12 @@ from harness.probes.base import ProbeHead, ProbeInputs, ProbeResult, ProbeSpec, 
 from harness.probes.dense import metrics as M
 from harness.probes.dense import targets as T
 from harness.probes.dense.heads import build_head, logit
+from harness.probes.dense.keypoints import keypoint_columns
 from harness.probes.dense.params import DenseParams
 from harness.probes.dense.streaming import DenseStream
 from harness.probes.dense.train import predict_logits, train_dense_head
 from harness.probes.statistics import dense as S
+from harness.probes.statistics.keypoints import KEYPOINT_STATISTICS
 
 
 class Accumulator(Protocol):
@@ -169,15 +171,17 @@ EDGE = DenseTask(
     ("texture_edges", "edge"),  # the scenes' painted-texture edges; BSDS500's mean human boundaries
     T.encode_edge_magnitude, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
     lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
-    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
+    auxiliary=_pearson_columns, statistics=S.EDGE_STATISTICS)
 KEYPOINTS = DenseTask(
     "keypoints", T.encode_keypoints, lambda m: 1, lambda z, t, v: F.mse_loss(torch.sigmoid(z[:, 0]), t),
-    lambda z: _numpy(torch.sigmoid(z[:, 0])), lambda p, t, v, k: M.regression_per_image(p, t), prior=LOGIT_OF_MEAN,
-    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
+    lambda z: _numpy(torch.sigmoid(z[:, 0])),
+    lambda p, t, v, k: M.regression_per_image(p, t) | keypoint_columns(p, t)[0], prior=LOGIT_OF_MEAN,
+    auxiliary=lambda p, t, v, k: _pearson_columns(p, t, v, k) | keypoint_columns(p, t)[1],
+    statistics={**S.PEARSON_STATISTICS, **KEYPOINT_STATISTICS})
 OCCLUSION = DenseTask(
     "occlusion_edges", T.encode_occlusion_log1p, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
     lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
-    auxiliary=_pearson_columns, statistics=S.PEARSON_STATISTICS)
+    auxiliary=_pearson_columns, statistics=S.EDGE_STATISTICS)
 
 
 def _target_name(task: DenseTask, manifest: Manifest) -> str:
@@ -353,7 +357,9 @@ def register_dense_probe(name: str, level: str, protocol: str, headline: str, ta
         name=name, level=level, protocol=protocol, feature_mode="dense", headline=headline,
         run=partial(_run_chosen, choose), params=params, lower_is_better=frozenset({"train_loss", *lower}),
         fit="squash", fewshot_unit="images", score_head=partial(_score_chosen, choose), uses_device=True,
-        arrays=DenseArrays(target, classes), folder_layout="dense_folder", statistics=dict(default.statistics))
+        arrays=DenseArrays(target, classes), folder_layout="dense_folder",
+        # the spec declares each statistic's base name; the result names it with its argument (keypoint_ratio:…)
+        statistics={name: resampled.base_name(statistic) for name, statistic in default.statistics.items()})
     return register_probe(spec, module=sys._getframe(1).f_globals["__name__"])
 
 

@@ -129,3 +129,5 @@ for _name, _statistic in STATISTICS.items():
 # metric name → statistic name, what the dense tasks declare (`ProbeSpec.statistics`) and their results name
 SEMANTIC_STATISTICS = {"miou": "semantic_miou", "mean_acc": "semantic_mean_acc"}
 PEARSON_STATISTICS = {"pearson": "pooled_pearson"}
+# the edge maps also carry the seed's name for the same number, so a record stands beside the seed's tables
+EDGE_STATISTICS = {**PEARSON_STATISTICS, "edge_correlation": "pooled_pearson"}
