@@ -20,9 +20,12 @@ def _blobs(points: list[tuple[int, int]], size: int = 48, height: float = 1.0) -
     return out
 
 
-def test_peaks_are_the_blob_centres_above_half_the_height():
-    found = peaks(_blobs([(10, 10), (30, 20)]) + _blobs([(40, 40)], height=0.3), threshold=0.5)
+def test_peaks_are_the_blob_centres_above_half_the_maps_own_range():
+    found = peaks(_blobs([(10, 10), (30, 20)]) + _blobs([(40, 40)], height=0.3))
     assert sorted(map(tuple, found.astype(int).tolist())) == [(10, 10), (30, 20)]
+    # an under-confident head (a tenth of the height, on a floor) finds the same keypoints: its own scale counts
+    assert np.array_equal(peaks(0.05 + 0.1 * _blobs([(10, 10), (30, 20)])), peaks(_blobs([(10, 10), (30, 20)])))
+    assert peaks(np.full((8, 8), 0.3)).size == 0  # a flat map has no peak, not 64
 
 
 def test_matching_is_one_to_one_within_ten_pixels():

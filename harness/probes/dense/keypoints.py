@@ -1,10 +1,11 @@
 """Keypoints found in a predicted heatmap and matched to the target's, per image: the columns behind the seed's
 keypoint metric names on `dense-keypoint-heatmap/v2` (`harness.probes.statistics.keypoints` pools them).
 
-- **Peaks.** A pixel is a peak when it is the maximum of its 3×3 neighbourhood and at least half the target map's
-  maximum on that image (a target without any response: half the sigmoid's range, 0.5). The same threshold holds
-  for the prediction and the target, so a head is asked to reach half the height the target's keypoints have;
-  ground-truth keypoints are the target's peaks, detections the prediction's.
+- **Peaks.** A pixel is a peak when it is the maximum of its 3×3 neighbourhood, at least half-way from the map's
+  minimum to its maximum on that image, and above the minimum (a flat map has none). Each map is read on its own
+  scale: the target's peaks are its keypoints, the prediction's its detections, so a head is judged on where it
+  puts its responses, not on how high (an MSE-trained head is under-confident on sparse blobs and rarely reaches the
+  target's height).
 - **Matching.** One-to-one and greedy, nearest pair first: among the pairs at most `MATCH_PX` (10) pixels apart,
   in order of distance (ties by keypoint, then detection, row-major), a pair is a match when neither side is
   matched yet. A pair farther apart is no match.
@@ -28,11 +29,14 @@ MATCH_PX = max(RECALL_PX)
 PEAK_FRACTION = 0.5
 
 
-def peaks(heatmap: np.ndarray, threshold: float) -> np.ndarray:
-    """(K, 2) row, column of the 3×3 local maxima of `heatmap` at or above `threshold`."""
+def peaks(heatmap: np.ndarray) -> np.ndarray:
+    """(K, 2) row, column of the 3×3 local maxima of `heatmap` at least half-way from its minimum to its maximum,
+    and above the minimum."""
     heatmap = np.asarray(heatmap, dtype=np.float64)
+    top, bottom = float(heatmap.max()), float(heatmap.min())
     local = maximum_filter(heatmap, size=3, mode="constant", cval=-np.inf)
-    return np.argwhere((heatmap == local) & (heatmap >= threshold)).astype(np.float64)
+    found = (heatmap == local) & (heatmap >= bottom + PEAK_FRACTION * (top - bottom)) & (heatmap > bottom)
+    return np.argwhere(found).astype(np.float64)
 
 
 def match_distances(truth: np.ndarray, detections: np.ndarray) -> np.ndarray:
@@ -56,9 +60,7 @@ def keypoint_columns(pred: np.ndarray, target: np.ndarray) -> tuple[dict[str, np
     auxiliary: dict[str, list[float]] = {TRUTH: [], **{hit_column(n): [] for n in RECALL_PX},
                                          **{auc_column(n): [] for n in AUC_PX}}
     for p, t in zip(pred, target, strict=True):
-        top = float(np.max(t))
-        threshold = PEAK_FRACTION * top if top > 0 else PEAK_FRACTION
-        truth, detections = peaks(t, threshold), peaks(p, threshold)
+        truth, detections = peaks(t), peaks(p)
         matched = match_distances(truth, detections)
         scores["detections_per_image"].append(float(len(detections)))
         scores["num_matches"].append(float(len(matched)))
