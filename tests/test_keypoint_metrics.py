@@ -69,3 +69,16 @@ def test_the_protocols_declare_the_seeds_names():
     assert set(keypoints.statistics.values()) <= set(resampled.STATISTICS)
     for task in ("edge", "occlusion_edge"):
         assert get_probe(task).statistics["edge_correlation"] == get_probe(task).statistics["pearson"]
+
+
+def test_edge_correlation_takes_the_cross_cpu_tolerance_measured_for_pearson():
+    from harness.probes.measured_tolerances import CROSS_CPU
+
+    for task in ("edge", "occlusion_edge"):
+        spec = get_probe(task)
+        measured = CROSS_CPU[spec.protocol]
+        assert "pearson" in measured and "edge_correlation" not in measured
+        tolerances = spec.tolerances({"pearson": 0.5, "edge_correlation": 0.5, "mse": 0.1})
+        assert tolerances["edge_correlation"] == tolerances["pearson"] > 0
+        assert tolerances["mse"] == (spec.tolerance if "mse" not in measured else
+                                     measured["mse"][0] + measured["mse"][1] * 0.1)

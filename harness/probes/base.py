@@ -156,12 +156,16 @@ class ProbeSpec:
 
     def tolerances(self, metrics: dict[str, float], protocol: str | None = None) -> dict[str, float]:
         """|difference| a re-run may show on each metric: what two CPU kinds were measured to differ by on
-        `protocol` (default: the spec's own), `absolute + relative × |value|`, else the declared `tolerance`."""
+        `protocol` (default: the spec's own), `absolute + relative × |value|`, else the declared `tolerance`. A metric
+        that is another's statistic under a second name (`edge_correlation` is `pearson`'s pooled Pearson r) takes
+        the measured tolerance of the one it shares its statistic with."""
         measured = CROSS_CPU.get(protocol or self.protocol, {})
+        same_statistic = {self.statistics[name]: name for name in sorted(measured) if name in self.statistics}
         tolerances = {}
         for name, value in metrics.items():
-            if name in measured and math.isfinite(value):
-                absolute, relative, _ = measured[name]
+            measured_as = name if name in measured else same_statistic.get(self.statistics.get(name, ""))
+            if measured_as is not None and math.isfinite(value):
+                absolute, relative, _ = measured[measured_as]
                 tolerances[name] = absolute + relative * abs(value)
             else:
                 tolerances[name] = self.tolerance

@@ -175,6 +175,24 @@ def default_workers(device: torch.device) -> int:
     return 0 if device.type == "cpu" else max(1, min(16, usable_cores() - 1))
 
 
+def _timed_batch(backbone, resolved: list[dict[str, Any]], manifest: Manifest, decode: Callable,
+                 device: torch.device, used: int) -> dict[str, Any] | None:
+    """The extraction forward timed on the dataset's first images (`runs.throughput`): as many as the extraction's
+    batch on a GPU, `CPU_BATCH` on a CPU; None for a dataset of one image, which `_forward` pairs with itself."""
+    from harness.core.devices import describe_device
+    from harness.runs.throughput import CPU_BATCH, time_forward
+
+    images = min(len(manifest.items), used if device.type != "cpu" else min(used, CPU_BATCH))
+    if images < 2:
+        return None
+    pixels = decode(manifest.items[:images])
+    if device.type == "cuda":
+        layout = torch.channels_last if backbone.channels_last else torch.contiguous_format
+        pixels = {fit: tensor.to(device, memory_format=layout) for fit, tensor in pixels.items()}
+    seconds = time_forward(lambda: _forward(backbone, resolved, pixels))
+    return {"images": images, "seconds": seconds, "device": describe_device(device)}
+
+
 def _remove_strays(out_dir: Path) -> None:
     """Remove what the features folder holds beside its entries, description and contents file."""
     from harness.core.contents import CONTENTS_NAME
@@ -194,7 +212,7 @@ def _remove_strays(out_dir: Path) -> None:
 def extract_dataset(
     backbone, manifest: Manifest, requests: list[FeatureRequest], out_dir: Path, batch_size: int,
     early: EarlyDecode | None = None, device: torch.device | str = "cpu", workers: int | None = None,
-    prune: bool = False,
+    prune: bool = False, measure: bool = False,
 ) -> dict[str, Any]:
     """Fill the cache under `out_dir/entries` and return the extraction description. `batch_size` is the most
     images per forward pass: on the CPU each backbone runs its own measured fastest size up to it
@@ -203,7 +221,8 @@ def extract_dataset(
     halves on an out-of-memory error. The description says the device, the batch size used and the
     determinism settings; `timing` (not part of what the stage writes) where the time went. `prune`: leave the
     folder holding exactly this extraction's entries (the pipeline's persisted out); off, other reads' entries
-    stay for the next call (the Python API's workspace, where several tasks share one features folder)."""
+    stay for the next call (the Python API's workspace, where several tasks share one features folder). `measure`:
+    also time one fixed batch of the dataset's first images (`runs.throughput`), as `timing["throughput"]`."""
     from harness.core.devices import describe_device, is_out_of_memory, set_deterministic
 
     device = torch.device(device)
@@ -287,6 +306,8 @@ def extract_dataset(
         cache.prune({k for item in manifest.items for k in entry_keys(described, resolved, item)})
         _remove_strays(out_dir)
     timing["batch_size_used"] = used
+    if measure:
+        timing["throughput"] = _timed_batch(backbone, resolved, manifest, decode, device, used)
     grid_hw = None
     if manifest.items and any(r["mode"] == "dense" for r in resolved):
         dense = next(r for r in resolved if r["mode"] == "dense")

@@ -37,6 +37,7 @@ from harness.runs.feature_cache import FeatureCache, entry_keys, read_extraction
 from harness.runs.fewshot import UNIT_PARAM, fewshot_manifest
 from harness.runs.records import BackboneInfo, DatasetInfo, Failure, Record, SamplesInfo
 from harness.runs.samples import samples_file
+from harness.runs.throughput import read_throughput
 
 
 class MissingFeatureError(RuntimeError):
@@ -320,6 +321,7 @@ def _read_features(job: ProbeJob, params: Params, spec: ProbeSpec, fields: dict[
         weights=described["weights"], architecture=described["architecture"], preprocess=described["preprocess"],
     )
     fields["image_size"] = described["preprocess"]["crop"]
+    fields["throughput"] = read_throughput(folder, extraction)
     return _Features(folder, extraction, described, device)
 
 

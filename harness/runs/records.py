@@ -19,7 +19,8 @@ from harness.core.validation import describe_field_errors
 # 2: per-sample scores (`samples`); version-1 records read with samples=None.
 # 3: `k_shot`, the few-shot training subset size; version-1/2 records read with k_shot=None (full split).
 # 4: `warnings`, `dataset.target_sources`, `environment.opencv`; older records read them empty / None.
-SCHEMA_VERSION = 4
+# 5: `throughput`, the extraction forward's timed speed; older records read it None.
+SCHEMA_VERSION = 5
 
 
 class RecordError(ValueError):
@@ -67,6 +68,15 @@ class Environment(_Strict):
     # The CUDA runtime torch loads: the lock's nvidia-cuda-runtime wheel (pinned and hashed), else the CUDA torch was
     # built against; None for a torch without CUDA, and in records made before the field existed.
     cuda: str | None = None
+
+
+class Throughput(_Strict):
+    """How fast the extraction forward ran where this run's features were computed: one fixed batch of the dataset
+    timed by the extract stage (`runs.throughput`), the median of three forwards after a warm-up."""
+
+    images_per_s: float = Field(gt=0)
+    batch: int = Field(ge=2)  # images per timed forward
+    device: str  # what computed them, as `Environment.device` names a device
 
 
 class Failure(_Strict):
@@ -121,6 +131,9 @@ class Record(_Strict):
     k_shot: int | None = Field(default=None, ge=1)
     # what a reader must know to trust an ok run's numbers, one line each naming the fix (`ProbeResult.warnings`)
     warnings: list[str] = Field(default_factory=list)
+    # the extraction forward's speed on the device that computed the features (None: not timed, e.g. features made
+    # before timing existed, or a run that failed before it read any)
+    throughput: Throughput | None = None
 
     @field_validator("schema_version")
     @classmethod

@@ -9,8 +9,9 @@ its parameters, pooling, layers, precision, seed, headline, metric names and dir
 tolerance the protocol declares for it (`ProbeSpec.tolerance`: 0, i.e. the same float, unless the probe declares
 otherwise), and on the per-sample file: the same sample ids in the same order, the same columns, each score column
 within its metric's tolerance and every auxiliary column (labels, predictions, counts) exactly. Not compared: how
-long the run took, the environment that ran it (CPU, versions, git commit) and the trained head's bytes, which last-
-bit drift may change while every number stays within tolerance.
+long the run took, how fast its extraction forward ran (a record without that speed is replaced by a run that
+timed it), the environment that ran it (CPU, versions, git commit) and the trained head's bytes, which last-bit
+drift may change while every number stays within tolerance.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from harness.runs.records import Record, RecordError, parse_record
 from harness.runs.samples import SamplesError, parse_samples
 
 # what a run does not have to repeat to reproduce a record
-_NOT_COMPARED = {"duration_s", "environment", "samples", "metrics"}
+_NOT_COMPARED = {"duration_s", "environment", "samples", "metrics", "throughput"}
 
 
 def reproduces(new: Record, samples_text: str | None, record_path: Path, samples_path: Path) -> bool:
@@ -38,6 +39,8 @@ def reproduces(new: Record, samples_text: str | None, record_path: Path, samples
     except (RecordError, OSError):
         return False
     if old.status != "ok" or old.environment.git_dirty:
+        return False
+    if old.throughput is None and new.throughput is not None:  # a run that timed what the record lacks fills it in
         return False
     if old.model_dump(exclude=_NOT_COMPARED) != new.model_dump(exclude=_NOT_COMPARED):
         return False

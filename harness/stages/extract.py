@@ -59,6 +59,7 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
     from harness.datasets.manifest import Manifest
     from harness.runs.extract import extract_dataset
     from harness.runs.feature_cache import write_extraction
+    from harness.runs.throughput import write_throughput
 
     stage = paths.extract_stage_name(grid, backbone_name, dataset)
     out_dir = paths.features_dir(grid, backbone_name, dataset)
@@ -83,7 +84,8 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         manifest = Manifest.load(paths.manifest_path(dataset))
         cap = params.settings.batch_size if device.type == "cpu" else params.settings.cuda_batch_size
         # the stage's folder is a persisted DVC out: it keeps exactly what this extraction verified or wrote
-        description = extract_dataset(backbone, manifest, requests, out_dir, cap, early, device=device, prune=prune)
+        description = extract_dataset(backbone, manifest, requests, out_dir, cap, early, device=device, prune=prune,
+                                      measure=True)
         timing = description.pop("timing")  # this run's, not the features': it stays out of the DVC output
         log.info("%s × %s: %d images computed in %.1f s (waiting for decode %.1f s, forward %.1f s, cache %.1f s)",
                  name, dataset, timing["images"], timing["total_s"], timing["decode_wait_s"], timing["forward_s"],
@@ -95,6 +97,11 @@ def run(grid: str, backbone_name: str, dataset: str, params: Params, code: str |
         failures.record_stage_failure(stage, phase, error)
         raise common.StageFailed(f"{stage}: {phase}: {type(error).__name__}: {error}") from error
     write_extraction(out_dir, description)
+    timed = timing.get("throughput")
+    if timed is not None:  # beside the folder, outside its DVC out; the probe stages' records carry it
+        measured = write_throughput(out_dir, description, timed["images"], timed["seconds"], timed["device"])
+        log.info("%s: %.1f img/s through the extraction forward (batches of %d on %s)", name,
+                 measured["images_per_s"], measured["batch"], measured["device"])
     write_contents(out_dir)  # last: what the probe stages depend on (core.contents)
     failures.clear(stage)
     return description

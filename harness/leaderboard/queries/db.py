@@ -74,7 +74,9 @@ CREATE TABLE records (
     weights_kind VARCHAR,
     weights_sha VARCHAR,
     git_commit VARCHAR,
-    warnings INTEGER NOT NULL  -- how many warnings an ok run carries (Record.warnings; on its run page)
+    warnings INTEGER NOT NULL,  -- how many warnings an ok run carries (Record.warnings; on its run page)
+    images_per_s DOUBLE,  -- the extraction forward's timed speed (Record.throughput), on throughput_device
+    throughput_device VARCHAR
 );
 CREATE TABLE metrics (
     run_id VARCHAR NOT NULL,
@@ -212,6 +214,8 @@ def _record_row(record: Record) -> tuple[Any, ...]:
         weights.get("file_sha256") or weights.get("state_sha256"),
         record.environment.git_commit,
         len(record.warnings),
+        record.throughput.images_per_s if record.throughput else None,
+        record.throughput.device if record.throughput else None,
     )
 
 

@@ -11,7 +11,7 @@ they have. Controls are never plotted: their cost is their architecture's, and t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.leaderboard.figures.costs import cost_svg
@@ -109,7 +109,8 @@ def render_level_costs(level: str, analysis: Analysis, costs: Mapping[str, Backb
         "FLOPs of one image's extraction forward at its own input size. The Pareto front joins the rows no other "
         "row beats on both: none is as cheap and ranks as well. Cost is the architecture's (a control shares it) "
         "and counts the whole forward to the last layer, whichever layer a row reads; img/s is the extraction "
-        f"forward on {', '.join(devices) or 'no device'} ([how cost is measured](../protocols.md#cost); "
+        f"forward on {', '.join(devices) or 'no device'}, {_rate_source(found.points)} "
+        "([how cost is measured](../protocols.md#cost); "
         f"{', '.join(code(p) for p in paths)}).",
         "",
         f"![{attribute(level)} level: mean normalised rank against GFLOPs per image, with the Pareto front]"
@@ -127,6 +128,16 @@ def render_level_costs(level: str, analysis: Analysis, costs: Mapping[str, Backb
     return lines
 
 
+def _rate_source(points: Sequence) -> str:
+    """Where the plotted rows' img/s come from: their records' timed extractions, the benchmark, or each in part."""
+    timed = {p.cost.rate_runs is not None for p in points if p.cost.images_per_s is not None}
+    if timed == {True}:
+        return "as the rows' own records timed it (the median over each row's records)"
+    if timed == {False}:
+        return "as the benchmark measured it"
+    return "as a row's own records timed it where they carry a timing, else as the benchmark measured it"
+
+
 def board_cost_cell(backbone_name: str, costs: Mapping[str, BackboneCost]) -> str:
     """A board row's Cost cell: `11.7M · 3.6 GF · 95 img/s`, or n/a."""
     return cell(cost_cell(cost_of(backbone_name, costs)))
@@ -139,5 +150,7 @@ def backbone_cost_line(backbone_name: str, costs: Mapping[str, BackboneCost]) ->
         return []
     rate = ("" if cost.images_per_s is None else
             f", {rate_text(cost.images_per_s)} img/s through its extraction forward on {device_text(cost.device)}")
+    source = code(cost.path) + (f"; img/s the median of the timed extractions of {count(cost.rate_runs, 'record')}"
+                                if cost.rate_runs else "")
     return [f"Cost ([how it is measured](../protocols.md#cost)): {parameters_text(cost.parameters)} parameters, "
-            f"{gflops_text(cost.gflops)} GFLOPs per {cost.input}² image{cell(rate)} ({code(cost.path)}).", ""]
+            f"{gflops_text(cost.gflops)} GFLOPs per {cost.input}² image{cell(rate)} ({source}).", ""]

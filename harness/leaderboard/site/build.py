@@ -30,6 +30,7 @@ from harness.leaderboard.pages.overview import render_agreement, render_index
 from harness.leaderboard.pages.proxy import proxy_figures, render_proxy_page
 from harness.leaderboard.pages.runs import render_run_page, run_fields
 from harness.leaderboard.queries import compare, db, downloads, fewshot, releases, summaries
+from harness.leaderboard.queries.throughput import measured_rates
 from harness.leaderboard.sections.costs import level_cost_figures
 from harness.leaderboard.sections.curves import curve_labels
 from harness.leaderboard.sitemap import (
@@ -41,7 +42,7 @@ from harness.leaderboard.sitemap import (
     pr_figure_path,
     run_path,
 )
-from harness.leaderboard.sources.costs import backbone_costs
+from harness.leaderboard.sources.costs import backbone_costs, with_record_rates
 from harness.leaderboard.sources.references import reference_lines
 from harness.leaderboard.statistics.analysis import analyse
 from harness.leaderboard.statistics.proxy_validity import CSV_COLUMNS, csv_rows, proxy_fits
@@ -103,7 +104,8 @@ def _pages(con: duckdb.DuckDBPyConnection, records: list[Record], root: Path, do
     frozen = releases.releases(docs_dir)
     files = downloads.download_files(con, records)
     fits = proxy_fits(analysis.columns, analysis.cells)
-    costs = backbone_costs(root)  # benchmarks/backbone_costs.py's results files (the site stage's dep)
+    # counted in benchmarks/backbone_costs.py's results files (the site stage's dep), img/s as the records timed it
+    costs = with_record_rates(backbone_costs(root), measured_rates(con))
     pages: dict[str, Content] = {
         "index.md": render_index(levels, tasks, backbones, analysis),
         "agreement.md": render_agreement(analysis),

@@ -79,6 +79,17 @@ class DenseTask:
     # recomputes the metric from them (so the site can resample it). The run reports the statistic over all rows.
     auxiliary: Callable[..., dict[str, np.ndarray]] | None = None
     statistics: Mapping[str, str] = field(default_factory=dict)
+    # (pred, target, valid, num_outputs) → (per-image columns, auxiliary columns) in one pass, for a task whose two
+    # share their work (keypoints: one peak search and matching serve both); None: `per_image` and `auxiliary`
+    both: Callable[..., tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] | None = None
+
+    def columns(self, pred: np.ndarray, target: np.ndarray, valid: np.ndarray, num_outputs: int
+                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """A batch's per-image score columns and auxiliary columns."""
+        if self.both is not None:
+            return self.both(pred, target, valid, num_outputs)
+        auxiliary = {} if self.auxiliary is None else self.auxiliary(pred, target, valid, num_outputs)
+        return self.per_image(pred, target, valid, num_outputs), auxiliary
 
 
 # a probe whose parameters choose between tasks (normals' loss) registers a choice: params → task
@@ -172,12 +183,19 @@ EDGE = DenseTask(
     T.encode_edge_magnitude, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
     lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
     auxiliary=_pearson_columns, statistics=S.EDGE_STATISTICS)
+def _keypoint_columns(pred: np.ndarray, target: np.ndarray, valid: np.ndarray, num_outputs: int
+                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The heatmap's regression columns and Pearson sums beside its keypoints' matches, the peaks searched once."""
+    scores, matches = keypoint_columns(pred, target)
+    return (M.regression_per_image(pred, target) | scores,
+            _pearson_columns(pred, target, valid, num_outputs) | matches)
+
+
 KEYPOINTS = DenseTask(
     "keypoints", T.encode_keypoints, lambda m: 1, lambda z, t, v: F.mse_loss(torch.sigmoid(z[:, 0]), t),
     lambda z: _numpy(torch.sigmoid(z[:, 0])),
     lambda p, t, v, k: M.regression_per_image(p, t) | keypoint_columns(p, t)[0], prior=LOGIT_OF_MEAN,
-    auxiliary=lambda p, t, v, k: _pearson_columns(p, t, v, k) | keypoint_columns(p, t)[1],
-    statistics={**S.PEARSON_STATISTICS, **KEYPOINT_STATISTICS})
+    statistics={**S.PEARSON_STATISTICS, **KEYPOINT_STATISTICS}, both=_keypoint_columns)
 OCCLUSION = DenseTask(
     "occlusion_edges", T.encode_occlusion_log1p, lambda m: 1, lambda z, t, v: F.mse_loss(z[:, 0], t),
     lambda z: _numpy(z[:, 0]), lambda p, t, v, k: M.regression_per_image(p, t), prior=MEAN_VALUE,
@@ -274,7 +292,8 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
     for batch in evaluation.batches():
         logits = predict_logits(head, batch.features, size=size, layer_channels=layer_channels)
         pred, target, valid = task.activate(logits), batch.target.numpy(), batch.valid.numpy()
-        for name, column in task.per_image(pred, target, valid, out_channels).items():
+        scores, auxiliary_columns = task.columns(pred, target, valid, out_channels)
+        for name, column in scores.items():
             parts.setdefault(name, []).append(column)
         if prior_bias is not None:
             constant = torch.from_numpy(prior_bias)[None, :, None, None].expand(len(target), -1, size, size)
@@ -282,9 +301,8 @@ def _score(task: DenseTask, inputs: ProbeInputs, head, statistics, out_channels:
                 blind.setdefault(name, []).append(column)
         if accumulator is not None:
             accumulator.update(pred, target, valid)
-        if task.auxiliary is not None:
-            for name, column in task.auxiliary(pred, target, valid, out_channels).items():
-                auxiliary_parts.setdefault(name, []).append(column)
+        for name, column in auxiliary_columns.items():
+            auxiliary_parts.setdefault(name, []).append(column)
         ids += [item.path for item in batch.items]
     columns = {name: np.concatenate(chunks).astype(np.float64) for name, chunks in parts.items()}
     # an image with no valid pixels (depth, normals) has no score: it is left out, not counted as 0
