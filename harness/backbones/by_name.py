@@ -440,7 +440,7 @@ _BUILDERS = {"timm": _build_timm, "open_clip": _build_open_clip, "torchvision": 
 def _register(name: str, entry: LockEntry) -> None:
     """Register a locked name to build `entry`; a re-pin registers it again (same module, so allowed), with the
     new entry's file and preprocessing."""
-    register_backbone(name, weights="hub", preprocess=entry.preprocessing(), module=__name__)(
+    register_backbone(name, weights="hub", preprocess=entry.preprocessing(), module=__name__, pin=entry.weights_pin())(
         lambda request, _n=name, _e=entry: build(_n, _e, request))
 
 

@@ -130,6 +130,12 @@ def _cifar_preprocess() -> Preprocess:
     return Preprocess(crop=32, resize=32, mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="bilinear")
 
 
+def _pin(depth: int) -> WeightsPin:
+    filename, sha256 = _CHECKPOINTS[depth]
+    return WeightsPin("url", _RELEASE + filename, filename, "akamaster/pytorch_resnet_cifar10@master", sha256,
+                      accepts_checkpoints=True)
+
+
 def _build(depth: int, request: WeightsRequest) -> Backbone:
     architecture = {"family": "cifar_resnet", "depth": depth, "shortcut": "A"}
     if request.random:
@@ -139,8 +145,7 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
     else:
         filename, sha256 = _CHECKPOINTS[depth]
         weights_dir = Path(os.environ.get(WEIGHTS_DIR_ENV, "../shared/weights/resnet_cifar10"))
-        pin = WeightsPin("url", _RELEASE + filename, filename, "akamaster/pytorch_resnet_cifar10@master", sha256,
-                         accepts_checkpoints=True)
+        pin = _pin(depth)
         checkpoint = request.checkpoint or str(weights_dir / filename)
         if not Path(checkpoint).is_file():
             raise WeightsUnavailableError(
@@ -162,5 +167,5 @@ def _build(depth: int, request: WeightsRequest) -> Backbone:
 
 
 for _depth in _CHECKPOINTS:
-    register_backbone(f"cifar_resnet{_depth}", weights="file", preprocess=_cifar_preprocess())(
+    register_backbone(f"cifar_resnet{_depth}", weights="file", preprocess=_cifar_preprocess(), pin=_pin(_depth))(
         lambda request, _d=_depth: _build(_d, request))

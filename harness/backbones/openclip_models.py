@@ -119,7 +119,7 @@ def _check_vision_tower(visual: nn.Module, config: str, path: Path, name: str) -
 def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> Backbone:
     import open_clip
 
-    config, filename, sha256 = _MODELS[name]
+    config = _MODELS[name][0]
     architecture = {"family": "open_clip", "config": config, "tower": "visual"}
     if use_projection:  # only then: the identity of the plain towers (and their cached features) stays as it was
         architecture["use_projection"] = True
@@ -128,8 +128,7 @@ def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> 
         model = open_clip.create_model(config, pretrained=None)
         weights = random_weights(model.visual, request, init=f"open_clip {open_clip.__version__} defaults")
     else:
-        pin = WeightsPin("url", _OPENAI.format(sha=sha256, file=filename), filename, "openai", sha256,
-                         accepts_checkpoints=True)
+        pin = _pin(name)
         # TorchScript only as OpenAI's pinned release (its SHA-256 checked first): torch.jit.load runs an archive's
         # code (`__setstate__`) as it loads, so anyone else's is refused before open_clip sees it
         path, weights = resolve_pinned_file(pin, request, formats=("safetensors", "torch-state-dict"))
@@ -140,8 +139,15 @@ def _build(name: str, request: WeightsRequest, use_projection: bool = False) -> 
                                use_projection=use_projection)
 
 
+def _pin(name: str) -> WeightsPin:
+    _, filename, sha256 = _MODELS[name]
+    return WeightsPin("url", _OPENAI.format(sha=sha256, file=filename), filename, "openai", sha256,
+                      accepts_checkpoints=True)
+
+
 _PREPROCESS = Preprocess(crop=224, resize=224, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD)
 for _name in _MODELS:
-    register_backbone(_name, weights="hub", preprocess=_PREPROCESS)(lambda request, _n=_name: _build(_n, request))
-    register_backbone(_name + PROJECTED_SUFFIX, weights="hub", preprocess=_PREPROCESS)(
+    register_backbone(_name, weights="hub", preprocess=_PREPROCESS, pin=_pin(_name))(
+        lambda request, _n=_name: _build(_n, request))
+    register_backbone(_name + PROJECTED_SUFFIX, weights="hub", preprocess=_PREPROCESS, pin=_pin(_name))(
         lambda request, _n=_name: _build(_n, request, use_projection=True))

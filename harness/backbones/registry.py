@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.backbones.base import Backbone, BackboneError
-from harness.backbones.weights import WeightsRequest
+from harness.backbones.weights import WeightsPin, WeightsRequest
 from harness.core.preprocessing import Preprocess
 from harness.core.registry import Registry, unknown_name_message
 from harness.core.run_key import CONTROL_SUFFIX
@@ -37,6 +37,7 @@ class BackboneEntry:
     pretrained: bool  # `name` constructs (it has weights, or needs none)
     random_control: bool  # `name@random` constructs
     preprocess: Preprocess | None = None  # declared as data: extraction decodes while the model is still loading
+    pin: WeightsPin | None = None  # the weights file it is pinned to, declared as data: `list` shows it unbuilt
 
 
 _ENTRIES: dict[str, BackboneEntry] = {}
@@ -44,14 +45,15 @@ _ENTRIES: dict[str, BackboneEntry] = {}
 
 def register_backbone(
     name: str, *, weights: WeightsSource = "package", pretrained: bool = True, random_control: bool = True,
-    module: str | None = None, preprocess: Preprocess | None = None,
+    module: str | None = None, preprocess: Preprocess | None = None, pin: WeightsPin | None = None,
 ) -> Callable:
     """Register `fn(request: WeightsRequest) -> Backbone` under `name` (the timm-style single door).
     `preprocess`, when the family knows it without building the model, is what the built backbone's
-    `preprocess` will be; extraction then decodes images while the model library imports and weights load."""
+    `preprocess` will be; extraction then decodes images while the model library imports and weights load.
+    `pin`, the file the pretrained weights must be, is the one the constructor checks them against."""
     def decorator(fn: Callable) -> Callable:
         BACKBONES.register(name, module)(fn)
-        _ENTRIES[name] = BackboneEntry(weights, pretrained, random_control, preprocess)
+        _ENTRIES[name] = BackboneEntry(weights, pretrained, random_control, preprocess, pin)
         return fn
 
     return decorator
@@ -65,6 +67,12 @@ def backbone_entry(arch: str) -> BackboneEntry:
 def declared_preprocess(name: str) -> Preprocess | None:
     """The preprocessing `name` registered as data (None where its family builds it with the model)."""
     return backbone_entry(parse_backbone_name(name)[0]).preprocess
+
+
+def declared_pin(name: str) -> WeightsPin | None:
+    """The weights file `name` is pinned to, as registered (None: a control, fixed filters, a plugin's own)."""
+    arch, random = parse_backbone_name(name)
+    return None if random else backbone_entry(arch).pin
 
 
 def parse_backbone_name(name: str) -> tuple[str, bool]:

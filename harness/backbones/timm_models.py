@@ -103,7 +103,7 @@ def _build(name: str, request: WeightsRequest) -> Backbone:
         model = timm.create_model(spec["timm_model"], pretrained=False, **kwargs)
         weights = random_weights(model, request, init=f"timm {timm.__version__} defaults")
     else:
-        pin = WeightsPin(**spec["pin"], accepts_checkpoints=True)
+        pin = _pin(name)
         path, weights = resolve_pinned_file(pin, request, formats=("safetensors", "torch-state-dict"))
         # timm's own loader reads the file and its checkpoint filter adapts it (resamples DINOv2's position
         # embedding, converts Meta's key names); a file it cannot load is the user's to fix, so one line, no trace.
@@ -119,10 +119,14 @@ def _build(name: str, request: WeightsRequest) -> Backbone:
     return cls(request.name, model, _preprocess(name), weights, architecture, request.precision)
 
 
+def _pin(name: str) -> WeightsPin:
+    return WeightsPin(**TIMM_PINS[name]["pin"], accepts_checkpoints=True)
+
+
 def _preprocess(name: str) -> Preprocess:
     return Preprocess.from_crop_pct(224, TIMM_PINS[name]["crop_pct"], mean=IMAGENET_MEAN, std=IMAGENET_STD)
 
 
 for _name in TIMM_PINS:
-    register_backbone(_name, weights="hub", preprocess=_preprocess(_name))(
+    register_backbone(_name, weights="hub", preprocess=_preprocess(_name), pin=_pin(_name))(
         lambda request, _n=_name: _build(_n, request))

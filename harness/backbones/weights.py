@@ -50,6 +50,15 @@ class WeightsPin:
     # Only families that pass their own copy of the pinned file as `local_file`, never as the request's checkpoint.
     accepts_checkpoints: bool = False
 
+    def short(self) -> str:
+        """What `list` shows: where the file is, its revision (a hub's commit, a package's version) and the start of
+        its SHA-256: `timm/resnet18.a1_in1k@491b427b45c9 model.safetensors sha256 80c49dee3da4`."""
+        # a URL's revision names its release (`openai`, `akamaster/pytorch_resnet_cifar10@master`)
+        release = {"hf-hub": f"{self.location}@{self.revision[:12]}", "pypi": self.location}.get(self.source,
+                                                                                               self.revision)
+        where = f"{release} {self.filename}"
+        return where + (f" sha256 {self.sha256[:12]}" if self.sha256 else " (no published SHA-256)")
+
     @property
     def url(self) -> str:
         if self.source == "hf-hub":

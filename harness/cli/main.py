@@ -268,8 +268,29 @@ def build_html() -> int:
     return code
 
 
+def _listed_costs() -> dict:
+    """Each architecture's parameters and FLOPs as the committed benchmark counted them, img/s as the corpus's records
+    timed it (the boards' numbers); none where this checkout has neither."""
+    from harness.core import paths
+    from harness.leaderboard import connect_corpus
+    from harness.leaderboard.queries.throughput import measured_rates
+    from harness.leaderboard.sources.costs import backbone_costs, with_record_rates
+    from harness.runs.records import read_records
+
+    costs = backbone_costs(Path.cwd())
+    if not costs or not paths.CORPUS.is_file():
+        return costs
+    con = connect_corpus(read_records(paths.CORPUS))
+    try:
+        return with_record_rates(costs, measured_rates(con))
+    finally:
+        con.close()
+
+
 def list_everything() -> int:
     from harness.backbones import describe_weights, list_backbones
+    from harness.backbones.registry import declared_pin
+    from harness.leaderboard.sources.costs import cost_cell, cost_of
     from harness.pipeline.checks import check_params, missing_requirements
     from harness.probes import PROBES, get_probe
 
@@ -281,16 +302,20 @@ def list_everything() -> int:
     from harness.backbones.lock import read_lock
 
     locked = read_lock()
+    costs = _listed_costs()
     for name in list_backbones():
-        if name in locked:  # by name: what backbones.lock pins, without building the model
-            entry = locked[name]
-            where = f"{entry.spec} @ {entry.pin['revision'][:12]} sha256 {entry.pin['sha256'][:12]}"
+        # what each name is pinned to, its licence and training data, and its cost: all data, nothing is built
+        if name in locked:  # by name: what backbones.lock pins
+            where = f"{locked[name].spec}: {locked[name].weights_pin().short()}"
         else:
-            where = describe_weights(name)
-        described = card(name)  # licence and training data, as data: nothing is built
+            pin = declared_pin(name)
+            where = describe_weights(name) + ("" if pin is None else f"; pinned to {pin.short()}")
+        described = card(name)
         fields = None if described is None else describe(described)
         about = "" if fields is None else f"; licence {fields['licence']}; trained on {fields['training data']}"
-        print(f"  {name:<28} {where}{about}")
+        cost = cost_of(name, costs)
+        priced = "" if cost is None else f"; cost {cost_cell(cost)} at {cost.input}²"
+        print(f"  {name:<28} {where}{about}{priced}")
     unpinned = [alias for alias in STANDARD_ROWS if alias not in locked]
     if unpinned:
         print("standard rows not pinned here (`visbench-harness pin backbone=NAME` with the file in your hub cache):")
