@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,39 @@ def test_training_data_is_read_off_the_tag():
     assert [d["name"] for d in by_name.training_data("augreg2_in21k_ft_in1k")] == ["ImageNet-21k", "ImageNet-1k"]
     assert [d["name"] for d in by_name.training_data("laion2b_s34b_b79k")] == ["LAION-2B"]
     assert by_name.training_data("fb_in1k")[0]["images"] == 1_281_167
+
+
+# Standard rows whose architecture no spec above covers: SAM's windowed-attention encoder at 1024 px, SigLIP's tower
+# (no class token), MAE's encoder (no head). (DINO, the supervised ViT, ConvNeXt, CLIP and the torchvision ResNet
+# share the classes the specs above run; DINOv2 is registered by timm_models with its own pin and fixture.)
+OWN_ARCHITECTURES = {"sam_vitb": (768, (64, 64)), "siglip_vitb16": (768, (14, 14)), "mae_vitb16": (768, (14, 14))}
+
+
+@pytest.mark.parametrize("alias", sorted(OWN_ARCHITECTURES))
+def test_a_standard_row_of_its_own_architecture_runs_from_its_fixture_cache(offline, caches, tmp_path, alias):
+    import timm
+
+    spec = by_name.Spec.parse(by_name.STANDARD_ROWS[alias].spec)
+    repo = timm.models.get_pretrained_cfg(f"{spec.model}.{spec.tag}").hf_hub_id
+    write_timm_safetensors(f"{spec.model}.{spec.tag}", tmp_path / "model.safetensors")
+    file = write_hub_file(caches / "hub", repo, "d" * 40, "model.safetensors", tmp_path / "model.safetensors")
+    try:
+        name = by_name.registered_name(alias)
+        assert name == alias
+        entry = by_name.read_lock()[alias]
+        assert (entry.pin["location"], entry.pin["revision"], entry.pin["sha256"]) == (
+            repo, "d" * 40, sha256_file(file))
+        assert entry.meta["pooling"] == by_name.STANDARD_ROWS[alias].pooling
+        backbone = create_backbone(alias)
+        assert backbone.weights["file_sha256"] == entry.pin["sha256"]
+        channels, grid = OWN_ARCHITECTURES[alias]
+        # the row's declared pooling is the one its default resolves to (none the family lacks)
+        assert backbone.resolve_pooling("default") == by_name.STANDARD_ROWS[alias].pooling
+        crop = backbone.preprocess.crop
+        images = torch.randn(1, 3, crop, crop, generator=torch.Generator().manual_seed(0))
+        with torch.inference_mode():
+            out = backbone.extract_features(images, pooling="default", layers=None)
+        assert out["pooled"].shape == (1, channels) and tuple(out["grid_hw"]) == grid
+        assert torch.isfinite(out["dense"]).all()
+    finally:  # the module's caches are shared: the next test's lookups must not find this 350 MB file
+        shutil.rmtree(caches / "hub" / f"models--{repo.replace('/', '--')}")

@@ -30,6 +30,7 @@ import yaml
 
 from harness.core.dvcfiles import lock_of, row_address, row_file
 from harness.runs.records import Record
+from harness.runs.throughput import SUFFIX as THROUGHPUT_SUFFIX
 
 pytestmark = pytest.mark.container
 
@@ -170,8 +171,10 @@ def _not_owned_by(root: Path, uid: int) -> list[str]:
 
 
 def _files(root: Path, folder: str) -> list[Path]:
-    """Files under root/folder, relative to root, without the .gitignore files DVC writes in a git checkout."""
-    return sorted(p.relative_to(root) for p in (root / folder).rglob("*") if p.is_file() and p.name != ".gitignore")
+    """Files under root/folder, relative to root, without the .gitignore files DVC writes in a git checkout and the
+    timing an extraction keeps beside its features (`runs.throughput`: this run's speed, not the features')."""
+    return sorted(p.relative_to(root) for p in (root / folder).rglob("*")
+                  if p.is_file() and p.name != ".gitignore" and not p.name.endswith(THROUGHPUT_SUFFIX))
 
 
 def _record(root: Path) -> Record:

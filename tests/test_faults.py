@@ -112,12 +112,14 @@ def project(built: Path) -> Path:
 
 
 def records(project: Path) -> dict[str, dict]:
-    """Every ok record under results/, by path, less its wall time (the one field a re-run may change)."""
+    """Every ok record under results/, by path, less its wall time and its extraction's timed speed (the fields a
+    re-run may change)."""
     found = {}
     for path in sorted((project / "results").rglob("*.json")):
         if not path.name.endswith(".metrics.json"):
             record = json.loads(path.read_text())
             record.pop("duration_s")
+            record.pop("throughput", None)
             found[str(path.relative_to(project))] = record
     return found
 

@@ -6,6 +6,7 @@ the median of the records' timings."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,14 @@ def test_the_corpus_query_reads_every_ok_timed_record(extracted):
     measured = _timing(folder)
     assert rows == [{"backbone_name": records[0].backbone_name, "device": measured["device"],
                      "images_per_s": measured["images_per_s"]}] * 2
+
+
+def test_the_run_page_says_how_fast_its_extraction_ran(extracted):
+    params, _ = extracted
+    [record] = stages.probe("g", "classification", BACKBONE, params)
+    stages.collect(params)
+    stages.site()
+    [page] = [p for p in Path("docs/runs").rglob("*.md") if record.run_id in p.read_text()]
+    timed = record.throughput
+    assert (f"Extraction forward: {timed.images_per_s:.1f} img/s over a timed batch of 4 images on "
+            f"`{timed.device}`") in page.read_text()

@@ -100,7 +100,7 @@ STANDARD_ROWS: dict[str, StandardRow] = {
     "dino_vitb16": StandardRow("timm:vit_base_patch16_224.dino", "cls", ("last", "stride16")),
     "mae_vitb16": StandardRow("timm:vit_base_patch16_224.mae", "mean", ("last", "stride16"),
                               "MAE's encoder; mean of patch tokens (its class token is untrained for probing)"),
-    "sam_vitb": StandardRow("timm:samvit_base_patch16.sa1b", "avg", ("last", "stride16"),
+    "sam_vitb": StandardRow("timm:samvit_base_patch16.sa1b", "mean", ("last", "stride16"),
                             "SAM's image encoder at its native 1024 px"),
     "siglip_vitb16": StandardRow("timm:vit_base_patch16_siglip_224.webli", "mean", ("last", "stride16"),
                                  "SigLIP's image tower (no class token: attention-pool head dropped)"),

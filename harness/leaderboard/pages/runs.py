@@ -127,6 +127,10 @@ def render_run_page(record: Record, analysis: Analysis) -> str:
     lines += _settings(record, prefix)
     lines += ["## Environment", ""]
     lines += key_value_table([(name, getattr(record.environment, name)) for name in ENVIRONMENT_FIELDS])
+    if record.throughput is not None:  # the extraction's timed batch (runs.throughput), beside its device
+        timed = record.throughput
+        lines += ["", f"Extraction forward: {timed.images_per_s:.1f} img/s over a timed batch of {timed.batch} "
+                  f"images on {code(timed.device)} ([how cost is measured]({prefix}protocols.md#cost))."]
     lines += ["", f"Schema version {record.schema_version}; duration {record.duration_s:.3f} s."]
     return page(lines, _front_matter(record))
 
