@@ -130,9 +130,9 @@ def render_level_costs(level: str, analysis: Analysis, costs: Mapping[str, Backb
 
 def _rate_source(points: Sequence) -> str:
     """Where the plotted rows' img/s come from: their records' timed extractions, the benchmark, or each in part."""
-    timed = {p.cost.rate_runs is not None for p in points if p.cost.images_per_s is not None}
+    timed = {p.cost.rate_extractions is not None for p in points if p.cost.images_per_s is not None}
     if timed == {True}:
-        return "as the rows' own records timed it (the median over each row's records)"
+        return "as the rows' own records timed it (the median over the extractions each row's records timed)"
     if timed == {False}:
         return "as the benchmark measured it"
     return "as a row's own records timed it where they carry a timing, else as the benchmark measured it"
@@ -150,7 +150,7 @@ def backbone_cost_line(backbone_name: str, costs: Mapping[str, BackboneCost]) ->
         return []
     rate = ("" if cost.images_per_s is None else
             f", {rate_text(cost.images_per_s)} img/s through its extraction forward on {device_text(cost.device)}")
-    source = code(cost.path) + (f"; img/s the median of the timed extractions of {count(cost.rate_runs, 'record')}"
-                                if cost.rate_runs else "")
+    source = code(cost.path) + (f"; img/s the median over {count(cost.rate_extractions, 'extraction')} its "
+                                "records timed" if cost.rate_extractions else "")
     return [f"Cost ([how it is measured](../protocols.md#cost)): {parameters_text(cost.parameters)} parameters, "
             f"{gflops_text(cost.gflops)} GFLOPs per {cost.input}² image{cell(rate)} ({source}).", ""]

@@ -5,9 +5,9 @@ against cost.
 Cost is the architecture's: `resnet18` and its control `resnet18@random` share one. Parameters and FLOPs per image
 are counted (torch's FlopCounterMode, at the backbone's own input size), so every machine's file gives the same;
 img/s is measured: where the corpus's records carry their extraction's timed speed (`Record.throughput`), the median
-of those records on the device most of them name (`with_record_rates`), else the benchmark's, on the device its
-row names. Where several files cost an architecture, the newest (its `when`) is the one shown. No number here is
-typed: a missing file or architecture shows as missing.
+over the extractions they timed on the device most of them name (`with_record_rates`), else the benchmark's, on the
+device its row names. Where several files cost an architecture, the newest (its `when`) is the one shown. No
+number here is typed: a missing file or architecture shows as missing.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class BackboneCost:
     images_per_s: float | None  # the extraction forward's median img/s, on `device`
     device: str | None  # as records describe a device: `cpu:MODEL:FLAGS:Nthreads`, `cuda:MODEL:…`
     path: str  # the results file, relative to the project root
-    rate_runs: int | None = None  # of how many records' timed extractions `images_per_s` is the median; None: file's
+    rate_extractions: int | None = None  # over how many timed extractions `images_per_s` is the median; None: file's
 
     @property
     def gflops(self) -> float:
@@ -72,7 +72,8 @@ def backbone_costs(root: Path) -> dict[str, BackboneCost]:
 
 def with_record_rates(costs: Mapping[str, BackboneCost], rates: Sequence[Mapping]) -> dict[str, BackboneCost]:
     """`costs` with each architecture's img/s from the records that timed its extraction (`rates`: rows of
-    backbone_name, device, images_per_s, `queries.throughput`): the median over the device most of them name (the
+    backbone_name, device, images_per_s, one per extraction, `queries.throughput`): the median over the device most
+    of them name (the
     first such device by name on a tie). An architecture no record timed keeps the benchmark's."""
     by_device: dict[str, dict[str, list[float]]] = {}
     for row in rates:
@@ -83,7 +84,8 @@ def with_record_rates(costs: Mapping[str, BackboneCost], rates: Sequence[Mapping
         if arch not in out:
             continue
         device, timed = min(devices.items(), key=lambda d: (-len(d[1]), d[0]))
-        out[arch] = replace(out[arch], images_per_s=statistics.median(timed), device=device, rate_runs=len(timed))
+        out[arch] = replace(out[arch], images_per_s=statistics.median(timed), device=device,
+                            rate_extractions=len(timed))
     return out
 
 
